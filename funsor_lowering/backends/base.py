@@ -1,0 +1,55 @@
+"""The interface each backend adapter implements."""
+
+import math
+
+
+class ArrayBackend:
+    """What the library needs to know about one array library.
+
+    :param str name: the funsor backend name (``"numpy"``, ``"torch"``, ``"jax"``).
+    """
+
+    name = None
+    array_type_name = None  # for error messages, e.g. "torch.Tensor"
+
+    def activate(self):
+        """Make sure funsor's op implementations for this backend are registered."""
+
+    def is_array(self, value):
+        """Whether ``value`` is an array of this backend."""
+        raise NotImplementedError
+
+    def dtype_kind(self, value):
+        """``"real"``, ``"int"`` or ``"bool"`` for an array of this backend."""
+        raise NotImplementedError
+
+    def array_literal(self, value):
+        """Return ``(source, imports)``: a Python expression that rebuilds
+        ``value`` exactly, and the import lines it needs."""
+        raise NotImplementedError
+
+
+def python_literal(value):
+    """A Python expression for a nested list of Python scalars that
+    round-trips exactly (floats by ``repr``, non-finite floats spelled out).
+
+    Example::
+
+        >>> python_literal([1.5, float("nan"), [True, 2]])
+        "[1.5, float('nan'), [True, 2]]"
+    """
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(python_literal(v) for v in value)
+        if isinstance(value, tuple):
+            return f"({inner},)" if len(value) == 1 else f"({inner})"
+        return f"[{inner}]"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({repr(value)!r})"
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return repr(value)
+    if isinstance(value, slice):
+        parts = (value.start, value.stop, value.step)
+        return "slice({})".format(", ".join(python_literal(p) for p in parts))
+    if value is Ellipsis:
+        return "Ellipsis"
+    raise TypeError(f"cannot write {type(value).__name__} {value!r} as a literal")

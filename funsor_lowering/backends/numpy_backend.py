@@ -1,0 +1,49 @@
+"""numpy adapter."""
+
+import numpy as np
+
+from .base import ArrayBackend, python_literal
+
+
+def numpy_literal(value, module="np"):
+    """Source for a numpy array or scalar that rebuilds it exactly.
+
+    Example::
+
+        >>> numpy_literal(np.array([0.1, 2.0], dtype=np.float32))
+        'np.array([0.10000000149011612, 2.0], dtype=np.float32)'
+    """
+    dtype = f"{module}.{np.dtype(value.dtype).name}"
+    if isinstance(value, np.generic):
+        return f"{dtype}({python_literal(value.item())})"
+    if value.size == 0:
+        return f"{module}.zeros({value.shape!r}, dtype={dtype})"
+    return f"{module}.array({python_literal(value.tolist())}, dtype={dtype})"
+
+
+def numpy_dtype_kind(dtype):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return "bool"
+    if np.issubdtype(dtype, np.integer):
+        return "int"
+    if np.issubdtype(dtype, np.floating):
+        return "real"
+    return dtype.name
+
+
+class NumpyBackend(ArrayBackend):
+    name = "numpy"
+    array_type_name = "numpy.ndarray"
+
+    def is_array(self, value):
+        return isinstance(value, (np.ndarray, np.generic))
+
+    def dtype_kind(self, value):
+        return numpy_dtype_kind(value.dtype)
+
+    def array_literal(self, value):
+        return numpy_literal(value), ("import numpy as np",)
+
+
+BACKEND = NumpyBackend()

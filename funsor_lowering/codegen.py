@@ -1,0 +1,211 @@
+"""``OpProgram`` -> Python: the fast callable, ``as_code()`` source and the
+``print(program)`` listing.
+
+The fast callable is generated source with one statement per operation; ops
+and constants are passed in a globals dict (never written into the source), and
+the source is registered with ``linecache`` so tracebacks show the failing line.
+
+Example::
+
+    >>> import numpy as np
+    >>> from funsor import ops
+    >>> from funsor.domains import Reals
+    >>> from funsor_lowering.program import OpProgram, Operation
+    >>> p = OpProgram([2.0], {"x": Reals[2]}, [Operation(ops.mul, (1, 0))], 2)
+    >>> print(generate_function_source(p, "program", standalone=False)[0])
+    def program(x):
+        mul = _mul(x, c0)
+        return mul
+"""
+
+import itertools
+import linecache
+
+from funsor import ops
+
+from .backends.base import python_literal
+from .naming import Namespace, is_plain_identifier
+
+_COUNTER = itertools.count()
+
+
+def structure_source(structure, names):
+    """Source building the output nesting from value names."""
+    if isinstance(structure, tuple):
+        items = [structure_source(s, names) for s in structure]
+        return "({},)".format(items[0]) if len(items) == 1 else "({})".format(", ".join(items))
+    if isinstance(structure, list):
+        return "[{}]".format(", ".join(structure_source(s, names) for s in structure))
+    if isinstance(structure, dict):
+        items = []
+        for key, value in structure.items():
+            if not isinstance(key, (str, int)):
+                raise TypeError(f"output dict keys must be str or int, got {key!r}")
+            items.append(f"{key!r}: {structure_source(value, names)}")
+        return "{{{}}}".format(", ".join(items))
+    return names[structure]
+
+
+def op_source(op):
+    """A Python expression, in terms of ``funsor.ops`` as ``ops``, that
+    evaluates to ``op`` itself (parameters included)."""
+    if getattr(ops, op.name, None) is op:
+        return f"ops.{op.name}"
+    cls = type(op)
+    if getattr(ops, cls.__name__, None) is not cls:
+        raise NotImplementedError(
+            f"cannot write op {op!r} ({cls.__module__}.{cls.__qualname__}) as code: "
+            f"it is not defined in funsor.ops"
+        )
+    try:
+        params = ", ".join(f"{k}={python_literal(v)}" for k, v in op.defaults.items())
+    except TypeError as e:
+        raise NotImplementedError(f"cannot write op {op!r} as code: {e}") from None
+    source = f"ops.{cls.__name__}({params})"
+    if eval(source, {"ops": ops}) is not op:
+        raise NotImplementedError(
+            f"cannot write op {op!r} as code: {source} builds a different op"
+        )
+    return source
+
+
+def generate_function_source(program, name, *, standalone):
+    """Source of ``def name(...)`` and the globals it needs.
+
+    With ``standalone=False`` the function takes the inputs positionally and
+    reads ops and constants from the returned globals dict. With
+    ``standalone=True`` it takes the inputs as keywords and refers to ops as
+    ``ops.<name>`` and to module-level names the caller defines (constants and
+    parametrized ops, listed in the returned dict as name -> object).
+    """
+    names = program.value_names
+    namespace = Namespace(reserved=list(names) + [name])
+    globals_ = {}
+    op_names = {}
+
+    def op_name(op):
+        if op not in op_names:
+            if standalone and getattr(ops, op.name, None) is op:
+                op_names[op] = f"ops.{op.name}"
+            else:
+                hint = f"{op.name}_op" if standalone else f"_{op.name}"
+                op_names[op] = namespace.create(hint)
+                globals_[op_names[op]] = op
+        return op_names[op]
+
+    for i, value in enumerate(program.constants):
+        globals_[names[i]] = value
+
+    first_input = len(program.constants)
+    input_names = names[first_input : program.first_operation]
+    lines = []
+    if not standalone:
+        lines.append(f"def {name}({', '.join(input_names)}):")
+    elif all(
+        is_plain_identifier(raw) and raw == local
+        for raw, local in zip(program.inputs, input_names)
+    ):
+        params = f"*, {', '.join(input_names)}" if input_names else ""
+        lines.append(f"def {name}({params}):")
+    else:
+        lines.append(f"def {name}(**inputs):")
+        for raw, local in zip(program.inputs, input_names):
+            lines.append(f"    {local} = inputs[{raw!r}]")
+
+    for k, operation in enumerate(program.operations):
+        args = ", ".join(names[a] for a in operation.args)
+        if operation.packed:
+            args = f"({args},)" if len(operation.args) == 1 else f"({args})"
+        target = names[program.first_operation + k]
+        lines.append(f"    {target} = {op_name(operation.op)}({args})")
+    lines.append(f"    return {structure_source(program.output, names)}")
+    return "\n".join(lines), globals_
+
+
+def build_callable(program):
+    """The fast callable: generated Python taking the inputs positionally."""
+    source, globals_ = generate_function_source(program, "program", standalone=False)
+    filename = f"<funsor_lowering program {next(_COUNTER)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), globals_)
+    fn = globals_["program"]
+    fn.__source__ = source
+    return fn
+
+
+def generate_module_source(program, name="program"):
+    """Self-contained module source defining ``name(**inputs)``."""
+    source, objects = generate_function_source(program, name, standalone=True)
+    backend = program._array_backend
+    imports = {"import funsor", "from funsor import ops"}
+    definitions = []
+    for var, obj in objects.items():
+        if isinstance(obj, ops.Op):
+            definitions.append(f"{var} = {op_source(obj)}")
+        elif backend.is_array(obj):
+            literal, needs = backend.array_literal(obj)
+            imports.update(needs)
+            definitions.append(f"{var} = {literal}")
+        else:
+            definitions.append(f"{var} = {python_literal(obj)}")
+    header = [
+        f"# Generated by funsor_lowering.OpProgram.as_code() ({program.backend} backend).",
+        *sorted(imports),
+    ]
+    if program.backend != "numpy":
+        header.append(f"funsor.set_backend({program.backend!r})")
+    parts = ["\n".join(header)]
+    if definitions:
+        parts.append("\n".join(definitions))
+    parts.append(source)
+    return "\n\n".join(parts) + "\n"
+
+
+def _format_constant(value, value_type):
+    if isinstance(value, (bool, int, float)):
+        return repr(value)
+    if value_type is not None and value_type.shape == () and hasattr(value, "item"):
+        return repr(value.item())
+    return "array"
+
+
+def _format_op(operation, names):
+    op = operation.op
+    args = [names[a] for a in operation.args]
+    if operation.packed:
+        args = ["(" + ", ".join(args) + ")"]
+    default = type(op)().defaults if _has_default_instance(op) else None
+    params = [
+        f"{k}={v!r}"
+        for k, v in op.defaults.items()
+        if default is None or default.get(k, object()) != v
+    ]
+    return f"{op.name}({', '.join(args + params)})"
+
+
+def _has_default_instance(op):
+    try:
+        type(op)()
+    except TypeError:
+        return False
+    return True
+
+
+def format_listing(program):
+    """A readable listing, one line per value, like a jaxpr."""
+    names = program.value_names
+    types = program.value_types
+
+    def typed(i):
+        return f"{names[i]}: {types[i]}" if types[i] is not None else names[i]
+
+    first_input = len(program.constants)
+    inputs = ", ".join(typed(i) for i in range(first_input, program.first_operation))
+    lines = [f"OpProgram({inputs}) on {program.backend}:"]
+    for i, value in enumerate(program.constants):
+        lines.append(f"  {typed(i)} = {_format_constant(value, types[i])}")
+    for k, operation in enumerate(program.operations):
+        i = program.first_operation + k
+        lines.append(f"  {typed(i)} = {_format_op(operation, names)}")
+    lines.append(f"  return {structure_source(program.output, names)}")
+    return "\n".join(lines)

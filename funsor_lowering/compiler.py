@@ -1,0 +1,263 @@
+"""``lower``, ``compile_funsor`` and ``compile_function``: funsor -> OpProgram.
+
+Example::
+
+    >>> import numpy as np
+    >>> from funsor.domains import Reals
+    >>> from funsor.terms import Variable
+    >>> a, x = Variable("a", Reals[2, 2]), Variable("x", Reals[2])
+    >>> program = compile_funsor((a @ x).exp())
+    >>> program.inputs
+    ('a', 'x')
+    >>> program(a=np.eye(2), x=np.array([0.0, 1.0]))
+    array([1.        , 2.71828183])
+"""
+
+import functools
+from collections import OrderedDict
+
+from funsor.tensor import Tensor
+from funsor.terms import Binary, Finitary, Funsor, Number, Tuple, Unary, Variable
+
+from . import rules  # noqa: F401  (registers the lowering rules)
+from .errors import short_repr
+from .lowering import Lowered, LoweredTuple, build, lower_term
+from .program import Operation, OpProgram, ValueType, map_leaves
+
+
+def real_inputs(structure):
+    """The real-valued free inputs of a nesting of funsors, in order of
+    first appearance."""
+    inputs = OrderedDict()
+    for leaf in _funsor_leaves(structure, "result"):
+        for name, domain in leaf.inputs.items():
+            if domain.dtype == "real":
+                inputs.setdefault(name, domain)
+    return inputs
+
+
+def _funsor_leaves(structure, path):
+    if isinstance(structure, (tuple, list)):
+        for i, item in enumerate(structure):
+            yield from _funsor_leaves(item, f"{path}[{i}]")
+    elif isinstance(structure, dict):
+        for key, item in structure.items():
+            yield from _funsor_leaves(item, f"{path}[{key!r}]")
+    elif isinstance(structure, Funsor):
+        yield structure
+    else:
+        raise TypeError(
+            f"{path} is a {type(structure).__name__}, expected a funsor or a "
+            f"nesting of tuples, lists and dicts of funsors"
+        )
+
+
+def finalize(lowered, term):
+    """The lowered funsor of ``term``: a lowered value whose batch axes are in
+    the order of ``term.inputs`` (DESIGN: the output layout rule)."""
+    if isinstance(lowered, LoweredTuple):
+        items = tuple(finalize(x, t) for x, t in zip(lowered.items, term.args))
+        return build(Tuple, tuple(items))
+    order = tuple(k for k, d in term.inputs.items() if d.dtype != "real")
+    if tuple(lowered.batch) != order:
+        from .errors import UnsupportedTermError
+
+        raise UnsupportedTermError(
+            term, f"batch axes {tuple(lowered.batch)} would need reordering to {order}"
+        )
+    return lowered.expr
+
+
+def lower(expr, *, memo=None):
+    """An equivalent lowered funsor: only real ``Variable`` s, constants
+    without inputs, ``Unary`` / ``Binary`` / ``Finitary`` applications and
+    ``Tuple``; free ``Bint`` inputs become leading positional axes in the
+    order of ``expr.inputs``.
+
+    Example::
+
+        >>> from funsor.domains import Reals
+        >>> from funsor.terms import Variable
+        >>> x = Variable("x", Reals[3])
+        >>> lower(x * x + 1)
+        Binary(add, Binary(mul, Variable('x', Reals[3]), Variable('x', Reals[3])), Number(1.0))
+    """
+    if not isinstance(expr, Funsor):
+        raise TypeError(f"lower() expects a funsor, got {type(expr).__name__}")
+    return finalize(lower_term(expr, memo), expr)
+
+
+def compile_funsor(expr):
+    """Compile a funsor to an :class:`OpProgram` taking the real-valued free
+    inputs of ``expr`` as keyword arrays and returning ``expr(**arrays)``'s
+    data (a tuple for a ``Tuple``).
+
+    Example::
+
+        >>> import numpy as np
+        >>> from funsor.domains import Real
+        >>> from funsor.terms import Variable
+        >>> x, y = Variable("x", Real), Variable("y", Real)
+        >>> compile_funsor(x * y + 1)(x=np.array(2.0), y=np.array(3.0))
+        7.0
+    """
+    if not isinstance(expr, Funsor):
+        raise TypeError(f"compile_funsor() expects a funsor, got {type(expr).__name__}")
+    return compile_structure(expr)
+
+
+def compile_structure(structure, *, inputs=None, memo=None):
+    """Compile a funsor or nesting of tuples, lists and dicts of funsors.
+
+    :param dict inputs: the program's inputs (name -> domain), in order;
+        defaults to the real free inputs of ``structure``.
+    :param dict memo: a lowering cache shared between calls.
+    """
+    free = real_inputs(structure)
+    if inputs is None:
+        inputs = free
+    else:
+        inputs = OrderedDict((k, d) for k, d in inputs.items() if d.dtype == "real")
+        for name, domain in free.items():
+            if inputs.get(name) != domain:
+                raise ValueError(
+                    f"the result depends on free variable {name!r}: {domain}, "
+                    f"which is not a declared input (declared: "
+                    f"{', '.join(f'{k}: {d}' for k, d in inputs.items()) or 'none'})"
+                )
+    if memo is None:
+        memo = {}
+    lowered = map_leaves(lambda leaf: finalize(lower_term(leaf, memo), leaf), structure)
+    return ProgramBuilder(inputs).build(lowered)
+
+
+class ProgramBuilder:
+    """Turns lowered funsors into an :class:`OpProgram` (A-normal form).
+    Cons-hashing of funsor terms makes equal subterms one value."""
+
+    def __init__(self, inputs):
+        self.inputs = OrderedDict(inputs)
+        self.constants = []  # (term, data)
+        self.operations = []  # (term, op, arg_terms, packed)
+        self.ids = {}
+
+    def build(self, lowered_structure):
+        for leaf in _iter_funsors(lowered_structure):
+            self._visit(leaf)
+        number = {}
+        for i, term in enumerate(t for t, _ in self.constants):
+            number[term] = i
+        first_input = len(self.constants)
+        for i, name in enumerate(self.inputs):
+            number[Variable(name, self.inputs[name])] = first_input + i
+        first_op = first_input + len(self.inputs)
+        for k, (term, *_rest) in enumerate(self.operations):
+            number[term] = first_op + k
+        operations = [
+            Operation(op, tuple(number[a] for a in args), packed)
+            for term, op, args, packed in self.operations
+        ]
+        value_types = [ValueType.from_domain(t.output) for t, *_ in self.operations]
+        output = _map_output(lambda term: number[term], lowered_structure)
+        return OpProgram(
+            [data for _, data in self.constants],
+            self.inputs,
+            operations,
+            output,
+            value_types=value_types,
+        )
+
+    def _visit(self, root):
+        stack = [(root, False)]
+        while stack:
+            term, children_done = stack.pop()
+            if term in self.ids:
+                continue
+            args = _operation_args(term)
+            if args is None:
+                self._leaf(term)
+                continue
+            if not children_done:
+                stack.append((term, True))
+                stack.extend((a, False) for a in reversed(args) if a not in self.ids)
+                continue
+            op, packed = term.op, isinstance(term, Finitary)
+            self.ids[term] = len(self.ids)
+            self.operations.append((term, op, args, packed))
+
+    def _leaf(self, term):
+        self.ids[term] = len(self.ids)
+        if isinstance(term, (Number, Tensor)) and not term.inputs:
+            self.constants.append((term, term.data))
+        elif isinstance(term, Variable) and term.output.dtype == "real":
+            if self.inputs.get(term.name) != term.output:
+                raise ValueError(f"undeclared program input {term.name!r}")
+        else:
+            raise TypeError(
+                f"not a lowered funsor: {short_repr(term)}; expected real "
+                f"Variables, constants without inputs, Unary, Binary, Finitary"
+            )
+
+
+def _operation_args(term):
+    if isinstance(term, Unary):
+        return (term.arg,)
+    if isinstance(term, Binary):
+        return (term.lhs, term.rhs)
+    if isinstance(term, Finitary):
+        return tuple(term.args)
+    return None
+
+
+def _iter_funsors(structure):
+    if isinstance(structure, Tuple):
+        for arg in structure.args:
+            yield from _iter_funsors(arg)
+    elif isinstance(structure, (tuple, list)):
+        for item in structure:
+            yield from _iter_funsors(item)
+    elif isinstance(structure, dict):
+        for item in structure.values():
+            yield from _iter_funsors(item)
+    else:
+        yield structure
+
+
+def _map_output(fn, structure):
+    if isinstance(structure, Tuple):
+        return tuple(_map_output(fn, arg) for arg in structure.args)
+    if isinstance(structure, (tuple, list)):
+        return type(structure)(_map_output(fn, item) for item in structure)
+    if isinstance(structure, dict):
+        return {key: _map_output(fn, item) for key, item in structure.items()}
+    return fn(structure)
+
+
+def compile_function(fn=None, **domains):
+    """Compile ``fn`` to an :class:`OpProgram`: ``fn`` receives one funsor
+    ``Variable`` per keyword and returns a funsor or a nesting of tuples,
+    lists and dicts of funsors; the program takes the real-valued keywords
+    as arrays and returns the same nesting of arrays. Also a decorator.
+
+    Example::
+
+        >>> import numpy as np
+        >>> from funsor.domains import Reals
+        >>> @compile_function(x=Reals[2])
+        ... def program(x):
+        ...     return {"double": x * 2, "pair": (x.exp(), -x)}
+        >>> program(x=np.zeros(2))["pair"][0]
+        array([1., 1.])
+    """
+    if fn is None:
+        return functools.partial(compile_function, **domains)
+    from .interpretations import CompilingInterpretation
+
+    variables = {name: Variable(name, domain) for name, domain in domains.items()}
+    interp = CompilingInterpretation()
+    with interp:
+        result = fn(**variables)
+    return interp.compile(result, inputs=domains)
+
+
+__all__ = ["compile_function", "compile_funsor", "lower"]

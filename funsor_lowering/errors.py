@@ -1,0 +1,73 @@
+"""Errors that name the term, op or input that could not be handled."""
+
+from funsor.typing import get_origin
+
+# What the lowering rules handle, for error messages.
+SUPPORTED = (
+    "real Variables, Numbers, Tensors, Unary, Binary, Finitary, Tuple, "
+    "Contraction without reduced variables"
+)
+
+# Where support for a funsor term type belongs, by term type name.
+RULE_FILES = {
+    "Variable": "atoms.py",
+    "Number": "atoms.py",
+    "Tensor": "atoms.py",
+    "Slice": "atoms.py",
+    "Unary": "elementwise.py",
+    "Binary": "elementwise.py",
+    "Finitary": "elementwise.py",
+    "Tuple": "elementwise.py",
+    "Contraction": "contraction.py",
+    "Reduce": "reductions.py",
+    "Subs": "substitution.py",
+    "Lambda": "indexing.py",
+    "Independent": "indexing.py",
+    "Stack": "indexing.py",
+    "Cat": "indexing.py",
+    "Align": "indexing.py",
+    "Gaussian": "gaussian.py",
+}
+
+
+def rule_file(term_type_name):
+    """The file of ``funsor_lowering/rules/`` where a term type's rules go."""
+    return "funsor_lowering/rules/" + RULE_FILES.get(
+        term_type_name, term_type_name.lower() + ".py"
+    )
+
+
+def short_repr(term, limit=160):
+    text = repr(term)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class UnsupportedTermError(NotImplementedError):
+    """A funsor term that no lowering rule handles.
+
+    Example::
+
+        >>> from funsor.domains import Bint, Reals
+        >>> from funsor.terms import Variable
+        >>> from funsor import ops
+        >>> term = Variable("f", Reals[3])["i"].reduce(ops.add, "i")
+        >>> str(UnsupportedTermError(term, "no rule"))[:40]
+        'cannot lower Reduce term Variable(...'
+    """
+
+    def __init__(self, term, reason=None):
+        self.term = term
+        name = get_origin(type(term)).__name__
+        signature = ", ".join(
+            get_origin(type(arg)).__name__ for arg in getattr(term, "_ast_values", ())
+        )
+        message = f"cannot lower {name} term {short_repr(term)}"
+        if reason:
+            message += f": {reason}"
+        else:
+            message += f": no lowering rule matches {name}({signature})"
+        message += (
+            f". Supported: {SUPPORTED}. Support for {name} would go in "
+            f"{rule_file(name)}"
+        )
+        super().__init__(message)

@@ -1,0 +1,40 @@
+"""Stable, readable, collision-free names for program values (like torch.fx's
+``_Namespace``): ``mul``, ``mul_1``, ``x``, ``c0``."""
+
+import builtins
+import keyword
+import re
+
+_RESERVED = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | {"ops", "funsor"}
+
+
+class Namespace:
+    """Hands out unique Python identifiers.
+
+    Example::
+
+        >>> ns = Namespace()
+        >>> ns.create("mul"), ns.create("mul"), ns.create("2x"), ns.create("sum")
+        ('mul', 'mul_1', '_2x', 'sum_1')
+    """
+
+    def __init__(self, reserved=()):
+        self._used = set(_RESERVED) | set(reserved)
+        self._counts = {}
+
+    def create(self, hint):
+        base = re.sub(r"\W", "_", hint) or "v"
+        if base[0].isdigit():
+            base = "_" + base
+        name = base
+        while name in self._used:
+            count = self._counts.get(base, 0) + 1
+            self._counts[base] = count
+            name = f"{base}_{count}"
+        self._used.add(name)
+        return name
+
+
+def is_plain_identifier(name):
+    """Whether ``name`` can be a Python keyword argument written in source."""
+    return name.isidentifier() and not keyword.iskeyword(name)

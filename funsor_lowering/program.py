@@ -1,0 +1,368 @@
+"""``OpProgram``: a straight-line program of ``funsor.ops`` applications.
+
+Values are numbered in one sequence: constants first, then inputs, then one
+value per operation. An operation only reads values numbered before it, and
+the program's output is a nesting of tuples, lists and dicts of value numbers.
+
+Example::
+
+    >>> import numpy as np
+    >>> from funsor import ops
+    >>> from funsor.domains import Reals
+    >>> program = OpProgram(
+    ...     constants=[1.0],
+    ...     inputs={"x": Reals[3]},
+    ...     operations=[Operation(ops.mul, (1, 1)), Operation(ops.add, (2, 0))],
+    ...     output=3,
+    ... )
+    >>> print(program)
+    OpProgram(x: real[3]) on numpy:
+      c0: real[] = 1.0
+      mul: real[3] = mul(x, x)
+      add: real[3] = add(mul, c0)
+      return add
+    >>> program(x=np.array([1.0, 2.0, 3.0]))
+    array([ 2.,  5., 10.])
+"""
+
+import numbers
+
+import numpy as np
+from funsor.domains import Domain
+from funsor.util import get_backend
+
+from .backends import array_backend
+from .naming import Namespace, is_plain_identifier
+
+
+class Operation:
+    """One op application: ``op(*values)``, or ``op(tuple(values))`` when
+    ``packed`` (funsor's finitary ops such as ``ops.cat`` take one tuple).
+
+    :param funsor.ops.Op op: the op, with its parameters (``op.defaults``).
+    :param tuple args: value numbers of the arguments.
+    :param bool packed: pass the arguments as one tuple.
+    """
+
+    # A class with __slots__ is lighter and faster to build than a namedtuple
+    # with methods, and programs hold many of these.
+    __slots__ = ("op", "args", "packed")
+
+    def __init__(self, op, args, packed=False):
+        self.op = op
+        self.args = tuple(args)
+        self.packed = bool(packed)
+
+    def replace(self, **changes):
+        """A copy with some fields changed."""
+        fields = {"op": self.op, "args": self.args, "packed": self.packed}
+        fields.update(changes)
+        return Operation(**fields)
+
+    def _key(self):
+        return (self.op, self.args, self.packed)
+
+    def __eq__(self, other):
+        return isinstance(other, Operation) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        packed = ", packed=True" if self.packed else ""
+        return f"Operation({self.op!r}, {self.args!r}{packed})"
+
+    def __getstate__(self):
+        return self._key()
+
+    def __setstate__(self, state):
+        self.op, self.args, self.packed = state
+
+
+class ValueType:
+    """Shape and dtype kind (``"real"``, ``"int"``, ``"bool"``) of a value.
+
+    Example::
+
+        >>> ValueType.from_domain(Reals[2, 3])
+        ValueType((2, 3), 'real')
+    """
+
+    __slots__ = ("shape", "kind")
+
+    def __init__(self, shape, kind):
+        self.shape = tuple(shape)
+        self.kind = kind
+
+    @staticmethod
+    def from_domain(domain):
+        if domain.dtype == "real":
+            return ValueType(domain.shape, "real")
+        return ValueType(domain.shape, "int")
+
+    def __eq__(self, other):
+        return isinstance(other, ValueType) and (self.shape, self.kind) == (
+            other.shape,
+            other.kind,
+        )
+
+    def __hash__(self):
+        return hash((self.shape, self.kind))
+
+    def __repr__(self):
+        return f"ValueType({self.shape!r}, {self.kind!r})"
+
+    def __str__(self):
+        return "{}[{}]".format(self.kind, ",".join(map(str, self.shape)))
+
+    def __getstate__(self):
+        return (self.shape, self.kind)
+
+    def __setstate__(self, state):
+        self.shape, self.kind = state
+
+
+def value_type_of(value, backend):
+    """The :class:`ValueType` of a constant, or ``None`` if unknown."""
+    if isinstance(value, bool):
+        return ValueType((), "bool")
+    if isinstance(value, numbers.Integral):
+        return ValueType((), "int")
+    if isinstance(value, numbers.Real):
+        return ValueType((), "real")
+    if backend.is_array(value):
+        return ValueType(tuple(value.shape), backend.dtype_kind(value))
+    return None
+
+
+def _as_value_type(spec):
+    if isinstance(spec, ValueType):
+        return spec
+    if isinstance(spec, Domain):
+        return ValueType.from_domain(spec)
+    raise TypeError(f"expected a ValueType or funsor domain, got {spec!r}")
+
+
+def iter_leaves(structure):
+    """Leaves of a nesting of tuples, lists and dicts, in order."""
+    if isinstance(structure, (tuple, list)):
+        for item in structure:
+            yield from iter_leaves(item)
+    elif isinstance(structure, dict):
+        for item in structure.values():
+            yield from iter_leaves(item)
+    else:
+        yield structure
+
+
+def map_leaves(fn, structure):
+    """Apply ``fn`` to each leaf of a nesting of tuples, lists and dicts."""
+    if isinstance(structure, (tuple, list)):
+        return type(structure)(map_leaves(fn, item) for item in structure)
+    if isinstance(structure, dict):
+        return {key: map_leaves(fn, item) for key, item in structure.items()}
+    return fn(structure)
+
+
+class OpProgram:
+    """A straight-line program of ``funsor.ops`` applications.
+
+    :param constants: values embedded in the program (backend arrays or
+        Python numbers), numbered ``0 .. C-1``.
+    :param dict inputs: input name -> funsor domain (or :class:`ValueType`)
+        that the input array must have exactly; numbered ``C .. C+I-1``.
+    :param operations: :class:`Operation` s; operation ``k`` defines value
+        ``C + I + k``.
+    :param output: a value number, or a nesting of tuples, lists and dicts of
+        value numbers.
+    :param value_types: optional :class:`ValueType` (or ``None``) of each
+        operation's value, shown by ``print(program)``.
+    :param str backend: the funsor backend whose arrays the program runs on;
+        defaults to ``funsor.get_backend()``.
+    """
+
+    def __init__(
+        self, constants, inputs, operations, output, *, value_types=None, backend=None
+    ):
+        self.constants = tuple(constants)
+        self.input_types = {
+            name: _as_value_type(spec) for name, spec in dict(inputs).items()
+        }
+        self.operations = tuple(operations)
+        self.output = output
+        self.backend = get_backend() if backend is None else backend
+        if value_types is None:
+            value_types = (None,) * len(self.operations)
+        self._operation_types = tuple(value_types)
+        self._init_derived()
+        self.check()
+
+    def _init_derived(self):
+        self._array_backend = array_backend(self.backend)
+        self._array_backend.activate()
+        self._fn = None  # the generated callable, built on first call
+        self._names = None
+
+    # ----------------------------------------------------------------- layout
+    @property
+    def inputs(self):
+        """Input names, in order."""
+        return tuple(self.input_types)
+
+    @property
+    def num_values(self):
+        return len(self.constants) + len(self.input_types) + len(self.operations)
+
+    @property
+    def first_operation(self):
+        """The value number of the first operation's result."""
+        return len(self.constants) + len(self.input_types)
+
+    @property
+    def value_types(self):
+        """The :class:`ValueType` (or ``None``) of every value, by number."""
+        constants = tuple(
+            value_type_of(c, self._array_backend) for c in self.constants
+        )
+        return constants + tuple(self.input_types.values()) + self._operation_types
+
+    @property
+    def value_names(self):
+        """Readable, unique Python identifiers for every value, by number."""
+        if self._names is None:
+            namespace = Namespace()
+            names = [namespace.create(name) for name in self.input_types]
+            names = [namespace.create(f"c{i}") for i in range(len(self.constants))] + names
+            names += [namespace.create(o.op.name) for o in self.operations]
+            self._names = tuple(names)
+        return self._names
+
+    def check(self):
+        """Check that operations read only earlier values and the output
+        refers to existing values; raise ``ValueError`` naming the fault."""
+        if len(self._operation_types) != len(self.operations):
+            raise ValueError(
+                f"value_types has {len(self._operation_types)} entries, "
+                f"expected one per operation ({len(self.operations)})"
+            )
+        start = self.first_operation
+        for k, operation in enumerate(self.operations):
+            if not isinstance(operation, Operation):
+                raise ValueError(f"operation {k} is not an Operation: {operation!r}")
+            for arg in operation.args:
+                if not (isinstance(arg, int) and 0 <= arg < start + k):
+                    raise ValueError(
+                        f"operation {k} ({operation!r}) reads value {arg!r}, "
+                        f"which is not defined before it"
+                    )
+        for leaf in iter_leaves(self.output):
+            if not (isinstance(leaf, int) and 0 <= leaf < self.num_values):
+                raise ValueError(f"output refers to undefined value {leaf!r}")
+
+    # ---------------------------------------------------------------- calling
+    def __call__(self, *args, **kwargs):
+        if args:
+            raise TypeError(
+                f"OpProgram takes keyword arguments only ({', '.join(self.inputs)}), "
+                f"got {len(args)} positional argument(s)"
+            )
+        values = self._validate(kwargs)
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = self._build_callable()
+        return fn(*values)
+
+    def _validate(self, kwargs):
+        if len(kwargs) != len(self.input_types) or not all(
+            name in kwargs for name in self.input_types
+        ):
+            missing = [name for name in self.input_types if name not in kwargs]
+            unexpected = [name for name in kwargs if name not in self.input_types]
+            problems = []
+            if missing:
+                problems.append(f"missing input(s) {', '.join(map(repr, missing))}")
+            if unexpected:
+                problems.append(
+                    f"unexpected input(s) {', '.join(map(repr, unexpected))}"
+                )
+            raise TypeError(
+                f"{'; '.join(problems)}; this program takes "
+                f"({', '.join(f'{n}: {t}' for n, t in self.input_types.items())})"
+            )
+        backend = self._array_backend
+        values = []
+        for name, expected in self.input_types.items():
+            value = kwargs[name]
+            if not backend.is_array(value):
+                raise TypeError(
+                    f"input {name!r}: expected a {backend.array_type_name} "
+                    f"(the program was built on the {backend.name} backend), "
+                    f"got {type(value).__module__}.{type(value).__qualname__}"
+                )
+            shape = tuple(value.shape)
+            if shape != expected.shape:
+                raise ValueError(
+                    f"input {name!r}: expected shape {expected.shape}, got {shape}"
+                )
+            kind = backend.dtype_kind(value)
+            if kind != expected.kind:
+                raise TypeError(
+                    f"input {name!r}: expected a {expected.kind} array "
+                    f"({expected}), got dtype {value.dtype}"
+                )
+            values.append(value)
+        return values
+
+    def _build_callable(self):
+        from .codegen import build_callable
+
+        return build_callable(self)
+
+    # --------------------------------------------------------------- printing
+    def as_code(self, name="program"):
+        """Python source defining ``name(**inputs)``, equivalent to this
+        program and exec-able in a fresh namespace (constants are written as
+        literals that round-trip exactly)."""
+        from .codegen import generate_module_source
+
+        return generate_module_source(self, name)
+
+    def __str__(self):
+        from .codegen import format_listing
+
+        return format_listing(self)
+
+    def __repr__(self):
+        return (
+            f"<OpProgram({', '.join(self.inputs)}) on {self.backend}: "
+            f"{len(self.constants)} constants, {len(self.operations)} operations>"
+        )
+
+    # --------------------------------------------------------------- pickling
+    def __getstate__(self):
+        return {
+            "constants": self.constants,
+            "input_types": self.input_types,
+            "operations": self.operations,
+            "output": self.output,
+            "operation_types": self._operation_types,
+            "backend": self.backend,
+        }
+
+    def __setstate__(self, state):
+        self.constants = state["constants"]
+        self.input_types = state["input_types"]
+        self.operations = state["operations"]
+        self.output = state["output"]
+        self._operation_types = state["operation_types"]
+        self.backend = state["backend"]
+        self._init_derived()
+
+
+def is_python_scalar(value):
+    return isinstance(value, (bool, int, float)) or (
+        isinstance(value, np.generic) and value.shape == ()
+    )
+
+
+__all__ = ["OpProgram", "Operation", "ValueType", "is_plain_identifier"]

@@ -1,0 +1,34 @@
+"""Leaves: Variables, Numbers and Tensors."""
+
+import funsor.tensor
+from funsor.domains import Domain
+from funsor.tensor import Tensor
+from funsor.terms import Number, Variable
+
+from ..errors import UnsupportedTermError
+from ..lowering import Lowered, build, lowering_rule
+
+
+@lowering_rule(Variable, str, Domain)
+def lower_variable(term, name, domain):
+    """A real Variable is a program input; a ``Bint`` Variable used as a
+    value is ``arange(size)`` along its own batch axis."""
+    if domain.dtype == "real":
+        return Lowered(term)
+    if domain.shape:
+        raise UnsupportedTermError(term, "Variables of Bint arrays with event shape")
+    values = funsor.tensor.arange(name, domain.dtype)
+    return Lowered(build(Tensor, values.data, (), domain.dtype), values.inputs)
+
+
+@lowering_rule(Number, object, object)
+def lower_number(term, data, dtype):
+    return Lowered(term)
+
+
+@lowering_rule(Tensor, object, object, object)
+def lower_tensor(term, data, inputs, dtype):
+    """A constant: its batch inputs are already its leading axes."""
+    if not inputs:
+        return Lowered(term)
+    return Lowered(build(Tensor, data, (), dtype), inputs)

@@ -1,0 +1,105 @@
+"""Differential checks: compiled programs against funsor's eager evaluation."""
+
+import pickle
+
+import numpy as np
+from funsor.tensor import Tensor
+from funsor.terms import Funsor, Number, Tuple
+from funsor.testing import randn
+
+import funsor
+
+
+def to_numpy(x):
+    if isinstance(x, (bool, int, float)):
+        return np.asarray(x)
+    if funsor.get_backend() == "torch":
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def evaluate(expr, arrays):
+    """funsor's own eager evaluation of ``expr`` at ``arrays`` (terms built
+    under ``reflect`` are reinterpreted eagerly after substitution)."""
+    with funsor.interpretations.eager:
+        return funsor.interpreter.reinterpret(expr(**arrays))
+
+
+def data_of(value):
+    """The backend data of an eagerly evaluated funsor (nested for Tuple)."""
+    if isinstance(value, (Tensor, Number)):
+        return value.data
+    if isinstance(value, Tuple):
+        return tuple(data_of(arg) for arg in value.args)
+    if isinstance(value, Funsor):
+        raise AssertionError(f"eager funsor did not evaluate: {value!r}")
+    if isinstance(value, (tuple, list)):
+        return type(value)(data_of(v) for v in value)
+    if isinstance(value, dict):
+        return {k: data_of(v) for k, v in value.items()}
+    return value
+
+
+def assert_matches(actual, expected, rtol=1e-5, atol=1e-6, path="output"):
+    """Same nesting, same shapes, close values; arrays of the backend."""
+    if isinstance(expected, (tuple, list)):
+        assert type(actual) is type(expected), (
+            f"{path}: {type(actual)} != {type(expected)}"
+        )
+        assert len(actual) == len(expected), f"{path}: length differs"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_matches(a, e, rtol, atol, f"{path}[{i}]")
+        return
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict) and set(actual) == set(expected), path
+        for k in expected:
+            assert_matches(actual[k], expected[k], rtol, atol, f"{path}[{k!r}]")
+        return
+    a, e = to_numpy(actual), to_numpy(expected)
+    assert a.shape == e.shape, f"{path}: shape {a.shape} != expected {e.shape}"
+    np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, err_msg=path)
+
+
+def backend_randn(*shape):
+    """Random normal backend arrays (jax arrays on jax, where funsor's randn
+    gives numpy arrays)."""
+    x = randn(shape)
+    if funsor.get_backend() == "jax":
+        import jax.numpy as jnp
+
+        x = jnp.asarray(x)
+    return x
+
+
+def random_arrays(inputs):
+    """Backend arrays for the real-valued inputs of a program or funsor."""
+    return {k: backend_randn(*d.shape) for k, d in inputs.items() if d.dtype == "real"}
+
+
+def run_three_ways(program, arrays):
+    """The program's outputs: called, exec'd from as_code, and unpickled."""
+    called = program(**arrays)
+    namespace = {}
+    exec(program.as_code(name="program2"), namespace)
+    from_code = namespace["program2"](**arrays)
+    unpickled = pickle.loads(pickle.dumps(program))(**arrays)
+    return called, from_code, unpickled
+
+
+def check_compiled(expr, program=None, arrays=None, **tolerances):
+    """Check ``compile_funsor(expr)`` three ways (and ``lower(expr)``
+    evaluated by funsor) against ``expr(**arrays)`` evaluated by funsor."""
+    from funsor_lowering import compile_funsor, lower
+
+    if arrays is None:
+        arrays = random_arrays(expr.inputs)
+    expected = data_of(evaluate(expr, arrays))
+    if program is None:
+        program = compile_funsor(expr)
+    assert program.inputs == tuple(
+        k for k, d in expr.inputs.items() if d.dtype == "real"
+    )
+    for actual in run_three_ways(program, arrays):
+        assert_matches(actual, expected, **tolerances)
+    assert_matches(data_of(evaluate(lower(expr), arrays)), expected, **tolerances)
+    return program
