@@ -7,7 +7,8 @@ Example::
     >>> from funsor.domains import Reals
     >>> from funsor.terms import Variable
     >>> from funsor_lowering import compile_funsor
-    >>> a, x, b = Variable("a", Reals[2, 2]), Variable("x", Reals[2]), Variable("b", Reals[2])
+    >>> a = Variable("a", Reals[2, 2])
+    >>> x, b = Variable("x", Reals[2]), Variable("b", Reals[2])
     >>> program = compile_funsor(a @ x + b)
     >>> print(program)
     OpProgram(a: real[2,2], x: real[2], b: real[2]) on numpy:
@@ -17,7 +18,7 @@ Example::
 """
 
 from . import shapes  # noqa: F401  (registers corrected shape rules)
-from .compiler import compile_funsor, compile_function, lower
+from .compiler import compile_function, compile_funsor, lower
 from .interpretations import CompilingInterpretation, compiling
 from .program import OpProgram
 from .tracer import trace_function

@@ -37,6 +37,12 @@ def rule_file(term_type_name):
     )
 
 
+def source_name(name):
+    """A bound variable's name as the user wrote it (funsor appends
+    ``__BOUND_<n>`` when it alpha-converts)."""
+    return name.split("__BOUND_")[0]
+
+
 def short_repr(term, limit=160):
     text = repr(term)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -47,12 +53,11 @@ class UnsupportedTermError(NotImplementedError):
 
     Example::
 
-        >>> from funsor.domains import Bint, Reals
+        >>> from funsor.domains import Reals
         >>> from funsor.terms import Variable
-        >>> from funsor import ops
-        >>> term = Variable("f", Reals[3])["i"].reduce(ops.add, "i")
-        >>> str(UnsupportedTermError(term, "no rule"))[:40]
-        'cannot lower Reduce term Variable(...'
+        >>> error = UnsupportedTermError(Variable("x", Reals[2]), "an example")
+        >>> print(str(error)[:51])
+        cannot lower Variable term Variable('x', Reals[2]):
     """
 
     def __init__(self, term, reason=None):

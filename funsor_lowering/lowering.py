@@ -16,7 +16,9 @@ own patterns::
         ...
 
 A rule receives the term and its ``_ast_values`` with every funsor child
-replaced by its :class:`Lowered` value, and returns a :class:`Lowered`.
+replaced by its :class:`Lowered` value, and returns a :class:`Lowered`. A
+rule may carry a ``precondition(term)`` attribute that returns a reason to
+decline the term (checked before its children are lowered) or ``None``.
 """
 
 from collections import OrderedDict
@@ -124,6 +126,8 @@ def lower_term(root, memo=None, *, fold=True):
         if fold and not has_real_inputs(term) and not _is_constant(term):
             memo[term] = lower_term(_fold(term), memo, fold=False)
             continue
+        if not children_done:
+            check_rule(term)
         children = [c for c in _funsor_children(term._ast_values) if c not in memo]
         if children and not children_done:
             stack.append((term, True))
@@ -137,11 +141,33 @@ def _is_constant(term):
     return isinstance(term, (Tensor, Number))
 
 
+def find_rule(term):
+    """The lowering rule registered for ``term``, or ``None``."""
+    try:
+        return LOWERING_RULES.dispatch(type(term), *term._ast_values)
+    except NotImplementedError:  # multipledispatch found no signature
+        return None
+
+
+def check_rule(term):
+    """Reject a term before its children are lowered, so the error names the
+    outermost unsupported term: no rule, or the rule's ``precondition``
+    (a function returning a reason to decline, or ``None``) declines."""
+    rule = find_rule(term)
+    if rule is None:
+        raise UnsupportedTermError(term)
+    precondition = getattr(rule, "precondition", None)
+    if precondition is not None:
+        reason = precondition(term)
+        if reason:
+            raise UnsupportedTermError(term, reason)
+
+
 def apply_rule(term, memo):
     """Dispatch the lowering rule for ``term``; its funsor children must be
     lowered already (in ``memo``)."""
     args = term._ast_values
-    rule = LOWERING_RULES.dispatch(type(term), *args)
+    rule = find_rule(term)
     if rule is None:
         raise UnsupportedTermError(term)
     lowered_args = _substitute_children(args, memo)

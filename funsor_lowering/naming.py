@@ -5,7 +5,11 @@ import builtins
 import keyword
 import re
 
-_RESERVED = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | {"ops", "funsor"}
+_RESERVED = (
+    frozenset(keyword.kwlist)
+    | frozenset(dir(builtins))
+    | {"ops", "funsor", "np", "torch", "jnp", "inputs"}
+)
 
 
 class Namespace:

@@ -18,8 +18,8 @@ Example::
     >>> print(program)
     OpProgram(x: real[3]) on numpy:
       c0: real[] = 1.0
-      mul: real[3] = mul(x, x)
-      add: real[3] = add(mul, c0)
+      mul = mul(x, x)
+      add = add(mul, c0)
       return add
     >>> program(x=np.array([1.0, 2.0, 3.0]))
     array([ 2.,  5., 10.])
@@ -27,12 +27,11 @@ Example::
 
 import numbers
 
-import numpy as np
 from funsor.domains import Domain
 from funsor.util import get_backend
 
 from .backends import array_backend
-from .naming import Namespace, is_plain_identifier
+from .naming import Namespace
 
 
 class Operation:
@@ -84,6 +83,7 @@ class ValueType:
 
     Example::
 
+        >>> from funsor.domains import Reals
         >>> ValueType.from_domain(Reals[2, 3])
         ValueType((2, 3), 'real')
     """
@@ -221,9 +221,7 @@ class OpProgram:
     @property
     def value_types(self):
         """The :class:`ValueType` (or ``None``) of every value, by number."""
-        constants = tuple(
-            value_type_of(c, self._array_backend) for c in self.constants
-        )
+        constants = tuple(value_type_of(c, self._array_backend) for c in self.constants)
         return constants + tuple(self.input_types.values()) + self._operation_types
 
     @property
@@ -232,7 +230,9 @@ class OpProgram:
         if self._names is None:
             namespace = Namespace()
             names = [namespace.create(name) for name in self.input_types]
-            names = [namespace.create(f"c{i}") for i in range(len(self.constants))] + names
+            names = [
+                namespace.create(f"c{i}") for i in range(len(self.constants))
+            ] + names
             names += [namespace.create(o.op.name) for o in self.operations]
             self._names = tuple(names)
         return self._names
@@ -359,10 +359,4 @@ class OpProgram:
         self._init_derived()
 
 
-def is_python_scalar(value):
-    return isinstance(value, (bool, int, float)) or (
-        isinstance(value, np.generic) and value.shape == ()
-    )
-
-
-__all__ = ["OpProgram", "Operation", "ValueType", "is_plain_identifier"]
+__all__ = ["OpProgram", "Operation", "ValueType"]

@@ -54,7 +54,6 @@ def find_domain_reduction(op, domain):
 @find_domain.register(ops.ArgminOp)
 def find_domain_argmax(op, domain):
     axis = op.defaults.get("axis")
-    ndims = len(domain.shape)
     size = domain.num_elements if axis is None else domain.shape[axis]
     return Array[size, _reduced_shape(op, domain)]
 

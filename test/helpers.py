@@ -2,12 +2,11 @@
 
 import pickle
 
+import funsor
 import numpy as np
 from funsor.tensor import Tensor
 from funsor.terms import Funsor, Number, Tuple
 from funsor.testing import randn
-
-import funsor
 
 
 def to_numpy(x):
@@ -58,6 +57,20 @@ def assert_matches(actual, expected, rtol=1e-5, atol=1e-6, path="output"):
     a, e = to_numpy(actual), to_numpy(expected)
     assert a.shape == e.shape, f"{path}: shape {a.shape} != expected {e.shape}"
     np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, err_msg=path)
+
+
+def from_numpy(x):
+    """A numpy array as an array of the active backend."""
+    backend = funsor.get_backend()
+    if backend == "torch":
+        import torch
+
+        return torch.as_tensor(x)
+    if backend == "jax":
+        import jax.numpy as jnp
+
+        return jnp.asarray(x)
+    return x
 
 
 def backend_randn(*shape):

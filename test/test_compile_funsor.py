@@ -1,6 +1,7 @@
 """compile_funsor on every case funsor 0.4.8's own compiler handles, and more,
 each checked three ways against funsor's eager evaluation."""
 
+import funsor
 import numpy as np
 import pytest
 from funsor import ops
@@ -10,7 +11,6 @@ from funsor.tensor import Tensor
 from funsor.terms import Number, Tuple, Variable
 from funsor.testing import randn
 
-import funsor
 from funsor_lowering import compile_funsor, lower
 
 from .helpers import check_compiled

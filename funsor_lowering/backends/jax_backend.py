@@ -28,7 +28,10 @@ class JaxBackend(ArrayBackend):
         if isinstance(value, (np.ndarray, np.generic)):
             return numpy_literal(value), ("import numpy as np",)
         source = numpy_literal(np.asarray(value))
-        return f"jnp.asarray({source})", ("import numpy as np", "import jax.numpy as jnp")
+        return f"jnp.asarray({source})", (
+            "import numpy as np",
+            "import jax.numpy as jnp",
+        )
 
 
 BACKEND = JaxBackend()

@@ -1,8 +1,7 @@
 """torch adapter."""
 
-import torch
-
 import funsor.torch  # noqa: F401  registers torch implementations of funsor.ops
+import torch
 
 from .base import ArrayBackend, python_literal
 

@@ -16,7 +16,7 @@ Example::
     ...     x = Variable("x", Reals[2])
     ...     y = (x * x).sum() + 1
     >>> interp.compile(y)(x=np.array([1.0, 2.0]))
-    6.0
+    array(6.)
 """
 
 from funsor.interpretations import Interpretation, eager, normalize

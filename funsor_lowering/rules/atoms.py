@@ -1,6 +1,7 @@
 """Leaves: Variables, Numbers and Tensors."""
 
 import funsor.tensor
+from funsor import ops
 from funsor.domains import Domain
 from funsor.tensor import Tensor
 from funsor.terms import Number, Variable
@@ -17,8 +18,9 @@ def lower_variable(term, name, domain):
         return Lowered(term)
     if domain.shape:
         raise UnsupportedTermError(term, "Variables of Bint arrays with event shape")
-    values = funsor.tensor.arange(name, domain.dtype)
-    return Lowered(build(Tensor, values.data, (), domain.dtype), values.inputs)
+    prototype = funsor.tensor.get_default_prototype()
+    data = ops.new_arange(prototype, domain.dtype)
+    return Lowered(build(Tensor, data, (), domain.dtype), {name: domain})
 
 
 @lowering_rule(Number, object, object)

@@ -1,0 +1,126 @@
+"""CompilingInterpretation: existing funsor code, run over Variables."""
+
+import funsor
+import pytest
+from funsor import ops
+from funsor.domains import Bint, Real, Reals
+from funsor.interpreter import interpretation
+from funsor.tensor import Tensor
+from funsor.terms import Variable
+
+from funsor_lowering import CompilingInterpretation, compile_function, compiling
+
+from .helpers import assert_matches, backend_randn, data_of, evaluate, random_arrays
+
+
+def model(x, y):
+    """Ordinary funsor code."""
+    z = (x * y).exp() + x
+    return z.sum() - ops.log(y.abs() + 1)
+
+
+@pytest.mark.parametrize("enter", ["with", "interpretation"])
+def test_compiles_existing_code(enter):
+    x, y = Variable("x", Reals[3]), Variable("y", Reals[3])
+    context = compiling if enter == "with" else interpretation(compiling)
+    with context as interp:
+        result = model(x, y)
+    program = interp.compile(result)
+    arrays = random_arrays(result.inputs)
+    expected = data_of(evaluate(model(x, y), arrays))
+    assert_matches(program(**arrays), expected)
+
+
+def test_results_keep_inputs_and_output():
+    x, y = Variable("x", Reals[3]), Variable("y", Real)
+    lazy = model(x, y)
+    with compiling:
+        compiled = model(x, y)
+    assert compiled.inputs == lazy.inputs
+    assert compiled.output == lazy.output
+
+
+def test_ground_subterms_are_folded():
+    data = backend_randn(3)
+    x = Variable("x", Reals[3])
+    with compiling as interp:
+        t = Tensor(data)
+        constant = (t.exp() + t).sum()
+        result = x * constant
+    assert isinstance(constant, Tensor)  # folded eagerly, at compile time
+    assert interp.recording.folded > 0 and interp.recording.normalized > 0
+    program = interp.compile(result)
+    assert [o.op for o in program.operations] == [ops.mul]
+    arrays = {"x": backend_randn(3)}
+    assert_matches(program(**arrays), data_of(evaluate(x * constant, arrays)))
+
+
+def test_each_block_starts_a_fresh_recording():
+    interp = CompilingInterpretation()
+    x = Variable("x", Real)
+    with interp:
+        x + 1
+    first = interp.recording
+    with interp:
+        pass
+    assert interp.recording is not first
+    assert interp.recording.normalized == 0
+
+
+def test_compile_nested_structure():
+    x, y = Variable("x", Reals[2]), Variable("y", Real)
+    with compiling as interp:
+        result = {"a": (x * y, [y.exp()]), "b": x.sum()}
+    program = interp.compile(result)
+    arrays = random_arrays({"x": Reals[2], "y": Real})
+    expected = {
+        "a": (data_of(evaluate(x * y, arrays)), [data_of(evaluate(y.exp(), arrays))]),
+        "b": data_of(evaluate(x.sum(), arrays)),
+    }
+    assert_matches(program(**arrays), expected)
+
+
+def test_compile_function_decorator_and_call():
+    @compile_function(x=Reals[3], y=Reals[3])
+    def program(x, y):
+        return model(x, y), x * 2
+
+    also = compile_function(lambda x, y: (model(x, y), x * 2), x=Reals[3], y=Reals[3])
+    x, y = Variable("x", Reals[3]), Variable("y", Reals[3])
+    arrays = random_arrays({"x": Reals[3], "y": Reals[3]})
+    expected = (
+        data_of(evaluate(model(x, y), arrays)),
+        data_of(evaluate(x * 2, arrays)),
+    )
+    assert program.inputs == ("x", "y")
+    assert_matches(program(**arrays), expected)
+    assert_matches(also(**arrays), expected)
+
+
+def test_compile_function_keeps_unused_inputs():
+    program = compile_function(lambda x, y: x + 1, x=Real, y=Reals[2])
+    assert program.inputs == ("x", "y")
+
+
+def test_compile_function_rejects_undeclared_free_variable():
+    z = Variable("z", Real)
+    with pytest.raises(ValueError, match="'z'"):
+        compile_function(lambda x: x + z, x=Real)
+
+
+def test_compile_function_rejects_non_funsor_result():
+    with pytest.raises(TypeError, match=r"result\[1\] is a str"):
+        compile_function(lambda x: (x, "nope"), x=Real)
+
+
+def test_interpretation_is_popped_after_block():
+    before = funsor.interpreter.get_interpretation()
+    with compiling:
+        pass
+    assert funsor.interpreter.get_interpretation() is before
+
+
+def test_bint_domain_keyword_is_not_an_input():
+    # A Bint keyword is a batch variable: it becomes an output axis, not an input.
+    program = compile_function(lambda x, i: x + 1, x=Real, i=Bint[3])
+    assert program.inputs == ("x",)
