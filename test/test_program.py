@@ -55,11 +55,12 @@ def test_bad_input_backend(program):
     if BACKEND == "torch":
         with pytest.raises(TypeError, match="input 'x'.*numpy.ndarray"):
             program(x=np.zeros(3), y=backend_randn())
-    if BACKEND == "numpy":
-        import torch
 
-        with pytest.raises(TypeError, match="input 'x'.*torch.Tensor"):
-            program(x=torch.zeros(3), y=backend_randn())
+    class DuckArray:  # has the right shape and dtype, but is no backend array
+        shape, dtype = (3,), np.dtype("float32")
+
+    with pytest.raises(TypeError, match="input 'x'.*DuckArray"):
+        program(x=DuckArray(), y=backend_randn())
 
 
 def test_listing_and_repr(program):
@@ -96,7 +97,7 @@ def test_as_code_is_self_contained(program):
 @pytest.mark.parametrize(
     "value",
     [
-        np.array([0.1, -2.5e-300, 1e300, np.pi], dtype=np.float64),
+        np.array([0.1, -2.5e-30, 1e30, np.pi], dtype=np.float64),
         np.array([[0.1, 1 / 3]], dtype=np.float32),
         np.array([np.nan, np.inf, -np.inf, -0.0]),
         np.zeros((0, 3)),

@@ -1,0 +1,59 @@
+"""Shape rules we register with funsor.domains.find_domain, checked against
+the shapes the backend ops actually produce."""
+
+import pytest
+from funsor import ops
+from funsor.domains import Array, Reals, find_domain
+
+import funsor_lowering  # noqa: F401  (registers the rules)
+
+from .helpers import backend_randn
+
+CASES = [
+    (ops.SumOp(axis=0), (2, 3)),
+    (ops.SumOp(axis=-1, keepdims=True), (2, 3)),
+    (ops.SumOp(axis=(0, 2)), (2, 3, 4)),
+    (ops.sum, (2, 3)),
+    (ops.AmaxOp(axis=1), (2, 3)),
+    (ops.AminOp(axis=0), (2, 3)),
+    (ops.ProdOp(axis=-2), (2, 3)),
+    (ops.LogsumexpOp(axis=1), (2, 3)),
+    (ops.MeanOp(axis=0, keepdims=True), (2, 3)),
+    (ops.ArgmaxOp(axis=1), (2, 3)),
+    (ops.ArgminOp(axis=0), (2, 3)),
+    (ops.PermuteOp(dims=(1, 0)), (2, 3)),
+    (ops.PermuteOp(dims=(2, 0, 1)), (2, 3, 4)),
+    (ops.ExpandOp(shape=(4, 2, 3)), (2, 3)),
+    (ops.ExpandOp(shape=(2, 3)), (1, 3)),
+    (ops.ExpandOp(shape=(5, -1, 3)), (2, 1)),
+]
+
+
+@pytest.mark.parametrize(
+    "op, shape", CASES, ids=[f"{o!r}{o.defaults}" for o, _ in CASES]
+)
+def test_find_domain_matches_backend(op, shape):
+    x = backend_randn(*shape)
+    actual = tuple(op(x).shape)
+    assert find_domain(op, Reals[shape]).shape == actual
+
+
+def test_argmax_dtype_is_the_reduced_size():
+    assert find_domain(ops.ArgmaxOp(axis=1), Reals[2, 3]) == Array[3, (2,)]
+
+
+def test_all_any_give_booleans():
+    assert find_domain(ops.AllOp(axis=0), Reals[2, 3]) == Array[2, (3,)]
+
+
+@pytest.mark.parametrize(
+    "op, shape",
+    [
+        (ops.PermuteOp(dims=(0, 0)), (2, 3)),
+        (ops.ExpandOp(shape=(4, 3)), (2, 3)),
+        (ops.SumOp(axis=2), (2, 3)),
+    ],
+)
+def test_invalid_shapes_raise(op, shape):
+    with pytest.raises(ValueError, match=type(op).__name__.replace("Op", "").lower()):
+        find_domain(op, Reals[shape])
