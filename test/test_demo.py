@@ -1,6 +1,7 @@
 """The README's demo runs on every backend and checks itself against funsor."""
 
 import funsor
+
 from funsor_lowering.__main__ import main
 
 
