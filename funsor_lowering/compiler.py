@@ -18,9 +18,12 @@ from collections import OrderedDict
 
 from funsor.tensor import Tensor
 from funsor.terms import Binary, Finitary, Funsor, Number, Tuple, Unary, Variable
+from funsor.util import get_backend
 
 from . import rules  # noqa: F401  (registers the lowering rules)
+from .backends import array_backend
 from .errors import short_repr
+from .layout import align
 from .lowering import LoweredTuple, build, lower_term
 from .program import Operation, OpProgram, ValueType, map_leaves
 
@@ -59,13 +62,11 @@ def finalize(lowered, term):
         items = tuple(finalize(x, t) for x, t in zip(lowered.items, term.args))
         return build(Tuple, tuple(items))
     order = tuple(k for k, d in term.inputs.items() if d.dtype != "real")
-    if tuple(lowered.batch) != order:
-        from .errors import UnsupportedTermError
-
-        raise UnsupportedTermError(
-            term, f"batch axes {tuple(lowered.batch)} would need reordering to {order}"
+    if set(order) != set(lowered.batch):
+        raise AssertionError(
+            f"lowering bug: batch {tuple(lowered.batch)} for inputs {order} of {term}"
         )
-    return lowered.expr
+    return align(lowered, order)
 
 
 def lower(expr, *, memo=None):
@@ -84,6 +85,7 @@ def lower(expr, *, memo=None):
     """
     if not isinstance(expr, Funsor):
         raise TypeError(f"lower() expects a funsor, got {type(expr).__name__}")
+    array_backend(get_backend()).activate()
     return finalize(lower_term(expr, memo), expr)
 
 
@@ -113,6 +115,7 @@ def compile_structure(structure, *, inputs=None, memo=None):
         defaults to the real free inputs of ``structure``.
     :param dict memo: a lowering cache shared between calls.
     """
+    array_backend(get_backend()).activate()
     free = real_inputs(structure)
     if inputs is None:
         inputs = free

@@ -4,8 +4,9 @@ from funsor.typing import get_origin
 
 # What the lowering rules handle, for error messages.
 SUPPORTED = (
-    "real Variables, Numbers, Tensors, Unary, Binary, Finitary, Tuple, "
-    "Contraction without reduced variables"
+    "real and Bint Variables, Numbers, Tensors, Slice, Unary, Binary, Finitary, "
+    "Tuple, Reduce and Contraction over Bint inputs, Subs, Lambda, Independent, "
+    "Stack, Cat, Align, MarkovProduct"
 )
 
 # Where support for a funsor term type belongs, by term type name.
@@ -22,6 +23,7 @@ RULE_FILES = {
     "Reduce": "reductions.py",
     "Subs": "substitution.py",
     "Lambda": "indexing.py",
+    "MarkovProduct": "sum_product.py",
     "Independent": "indexing.py",
     "Stack": "indexing.py",
     "Cat": "indexing.py",

@@ -18,7 +18,9 @@ own patterns::
 A rule receives the term and its ``_ast_values`` with every funsor child
 replaced by its :class:`Lowered` value, and returns a :class:`Lowered`. A
 rule may carry a ``precondition(term)`` attribute that returns a reason to
-decline the term (checked before its children are lowered) or ``None``.
+decline the term (checked before its children are lowered) or ``None``. A
+rule registered with ``raw=True`` instead receives ``(term, lowerer)`` and
+lowers what it needs itself (for terms that bind or substitute variables).
 """
 
 from collections import OrderedDict
@@ -34,9 +36,14 @@ from .errors import UnsupportedTermError
 LOWERING_RULES = KeyedRegistry(default=None)
 
 
-def lowering_rule(term_type, *arg_types):
+def lowering_rule(term_type, *arg_types, raw=False):
     """Decorator registering a lowering rule for ``term_type(*arg_types)``."""
-    return LOWERING_RULES.register(term_type, *arg_types)
+
+    def decorator(fn):
+        fn.raw = raw
+        return LOWERING_RULES.register(term_type, *arg_types)(fn)
+
+    return decorator
 
 
 class Lowered:
@@ -56,6 +63,8 @@ class Lowered:
     def __init__(self, expr, batch=()):
         self.expr = expr
         self.batch = OrderedDict(batch)
+        if len(expr.output.shape) < len(self.batch):
+            raise ValueError(f"{expr.output} has fewer axes than batch {self.batch}")
 
     @property
     def batch_shape(self):
@@ -93,12 +102,8 @@ def _funsor_children(value):
             yield from _funsor_children(item)
 
 
-def _substitute_children(value, memo):
-    if isinstance(value, Funsor):
-        return memo[value]
-    if isinstance(value, tuple):
-        return tuple(_substitute_children(item, memo) for item in value)
-    return value
+def _is_constant(term):
+    return isinstance(term, (Tensor, Number))
 
 
 def _fold(term):
@@ -108,37 +113,84 @@ def _fold(term):
         return funsor.interpreter.reinterpret(term)
 
 
-def lower_term(root, memo=None, *, fold=True):
+class Lowerer:
+    """Lowers terms, caching results by term.
+
+    :param dict memo: a cache term -> lowered value to use and fill.
+    :param Lowerer parent: a lowerer whose cache serves terms that do not
+        depend on this one's ``seeds``.
+    :param dict seeds: ``Variable`` -> lowered value, for substitution.
+    """
+
+    def __init__(self, memo=None, parent=None, seeds=None):
+        self.memo = {} if memo is None else memo
+        self.parent = parent
+        self.seeded = frozenset()
+        if seeds:
+            self.memo.update(seeds)
+            self.seeded = frozenset(v.name for v in seeds)
+
+    def with_seeds(self, seeds):
+        """A child lowerer that lowers ``Variable`` s in ``seeds`` to the
+        given values (a substitution at the lowered level)."""
+        return Lowerer(parent=self, seeds=seeds)
+
+    def _lookup(self, term):
+        lowered = self.memo.get(term)
+        if lowered is None and self.parent is not None:
+            if not self.seeded.intersection(term.inputs):
+                lowered = self.parent._lookup(term)
+        return lowered
+
+    def lower(self, root, *, fold=True):
+        """Lower ``root`` to a :class:`Lowered` (or :class:`LoweredTuple`)."""
+        # Iterative post-order walk, so deep terms do not hit the recursion limit.
+        stack = [(root, False)]
+        while stack:
+            term, children_done = stack.pop()
+            if self._lookup(term) is not None:
+                continue
+            if fold and not has_real_inputs(term) and not _is_constant(term):
+                folded = _fold(term)
+                if folded is not term:
+                    self.memo[term] = self.lower(folded, fold=False)
+                    continue
+            rule = check_rule(term)
+            if rule.raw:
+                self.memo[term] = _checked(term, rule(term, self))
+                continue
+            children = [
+                c for c in _funsor_children(term._ast_values) if self._lookup(c) is None
+            ]
+            if children and not children_done:
+                stack.append((term, True))
+                stack.extend((c, False) for c in reversed(children))
+                continue
+            args = self._substitute_children(term._ast_values)
+            self.memo[term] = _checked(term, rule(term, *args))
+        return self._lookup(root)
+
+    def _substitute_children(self, value):
+        if isinstance(value, Funsor):
+            return self._lookup(value)
+        if isinstance(value, tuple):
+            return tuple(self._substitute_children(item) for item in value)
+        return value
+
+
+def _checked(term, result):
+    if result is None:
+        raise UnsupportedTermError(term)
+    return result
+
+
+def lower_term(root, memo=None):
     """Lower ``root`` to a :class:`Lowered` (or :class:`LoweredTuple`).
 
     :param dict memo: optional cache term -> lowered value, shared between
         calls (used by :class:`~funsor_lowering.CompilingInterpretation`).
-    :param bool fold: evaluate subterms without free real inputs eagerly first.
     """
-    if memo is None:
-        memo = {}
-    # Iterative post-order walk, so deep terms do not hit the recursion limit.
-    stack = [(root, False)]
-    while stack:
-        term, children_done = stack.pop()
-        if term in memo:
-            continue
-        if fold and not has_real_inputs(term) and not _is_constant(term):
-            memo[term] = lower_term(_fold(term), memo, fold=False)
-            continue
-        if not children_done:
-            check_rule(term)
-        children = [c for c in _funsor_children(term._ast_values) if c not in memo]
-        if children and not children_done:
-            stack.append((term, True))
-            stack.extend((c, False) for c in reversed(children))
-            continue
-        memo[term] = apply_rule(term, memo)
-    return memo[root]
-
-
-def _is_constant(term):
-    return isinstance(term, (Tensor, Number))
+    return Lowerer(memo).lower(root)
 
 
 def find_rule(term):
@@ -150,9 +202,9 @@ def find_rule(term):
 
 
 def check_rule(term):
-    """Reject a term before its children are lowered, so the error names the
-    outermost unsupported term: no rule, or the rule's ``precondition``
-    (a function returning a reason to decline, or ``None``) declines."""
+    """The rule for ``term``; raises if there is none or its
+    ``precondition`` declines, so the error names the outermost unsupported
+    term (before its children are lowered)."""
     rule = find_rule(term)
     if rule is None:
         raise UnsupportedTermError(term)
@@ -161,20 +213,7 @@ def check_rule(term):
         reason = precondition(term)
         if reason:
             raise UnsupportedTermError(term, reason)
-
-
-def apply_rule(term, memo):
-    """Dispatch the lowering rule for ``term``; its funsor children must be
-    lowered already (in ``memo``)."""
-    args = term._ast_values
-    rule = find_rule(term)
-    if rule is None:
-        raise UnsupportedTermError(term)
-    lowered_args = _substitute_children(args, memo)
-    result = rule(term, *lowered_args)
-    if result is None:
-        raise UnsupportedTermError(term)
-    return result
+    return rule
 
 
 def build(cls, *args):

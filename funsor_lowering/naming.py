@@ -8,7 +8,7 @@ import re
 _RESERVED = (
     frozenset(keyword.kwlist)
     | frozenset(dir(builtins))
-    | {"ops", "funsor", "np", "torch", "jnp", "inputs"}
+    | {"ops", "extra_ops", "funsor", "np", "torch", "jnp", "inputs"}
 )
 
 

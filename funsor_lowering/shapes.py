@@ -3,6 +3,7 @@ where funsor 0.4.8 lacks or mis-infers them:
 
 - reductions read ``dim`` while the ops take ``axis`` (so ``ops.sum(x, 0)``
   was inferred to reduce every axis);
+- ``getitem`` ignored the shape of its index;
 - ``permute``, ``expand``, ``argmax`` and ``argmin`` fell back to the
   pointwise rule and kept the input shape.
 
@@ -19,7 +20,7 @@ Example::
 """
 
 from funsor import ops
-from funsor.domains import Array, find_domain
+from funsor.domains import Array, ArrayType, find_domain
 
 
 def _reduced_axes(op, ndims):
@@ -80,3 +81,14 @@ def find_domain_expand(op, domain):
             raise ValueError(f"{op!r}: cannot expand {domain} to {shape}")
         new.append(n_new)
     return Array[domain.dtype, tuple(new)]
+
+
+@find_domain.register(ops.GetitemOp)
+def find_domain_getitem(op, lhs, rhs):
+    """``lhs[..., rhs, ...]`` at axis ``offset``: the index's shape replaces
+    that axis (funsor 0.4.8 assumed a scalar index)."""
+    offset = op.defaults["offset"]
+    if not isinstance(lhs, ArrayType):
+        raise NotImplementedError(f"cannot infer the domain of {lhs}[{rhs}]")
+    shape = lhs.shape[:offset] + tuple(rhs.shape) + lhs.shape[offset + 1 :]
+    return Array[lhs.dtype, shape]

@@ -19,9 +19,21 @@ def to_numpy(x):
 
 def evaluate(expr, arrays):
     """funsor's own eager evaluation of ``expr`` at ``arrays`` (terms built
-    under ``reflect`` are reinterpreted eagerly after substitution)."""
+    under ``reflect`` are reinterpreted eagerly after substitution), with
+    batch inputs in the order of ``expr.inputs`` (DESIGN's layout rule)."""
     with funsor.interpretations.eager:
-        return funsor.interpreter.reinterpret(expr(**arrays))
+        value = funsor.interpreter.reinterpret(expr(**arrays))
+    return _align_like(value, expr)
+
+
+def _align_like(value, expr):
+    if isinstance(value, Tuple):
+        return Tuple(tuple(_align_like(v, e) for v, e in zip(value.args, expr.args)))
+    order = tuple(k for k, d in expr.inputs.items() if d.dtype != "real")
+    if isinstance(value, Tensor):
+        assert set(value.inputs) == set(order), (value.inputs, order)
+        return value.align(order)
+    return value
 
 
 def data_of(value):

@@ -7,7 +7,10 @@ if funsor.get_backend() != "jax":
     funsor.set_backend("jax")
 
 import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from funsor import ops  # noqa: E402
+from funsor.jax.ops import array as _funsor_jax_arrays  # noqa: E402
 
 from .base import ArrayBackend  # noqa: E402
 from .numpy_backend import numpy_dtype_kind, numpy_literal  # noqa: E402
@@ -33,5 +36,14 @@ class JaxBackend(ArrayBackend):
             "import jax.numpy as jnp",
         )
 
+
+def _amin(x, axis=None, keepdims=False):
+    return jnp.amin(x, axis, keepdims=keepdims)
+
+
+# funsor 0.4.8 registers ops.amin as jnp.amax on jax, so every min-reduction
+# would silently be a max. Register the true min (this also fixes funsor's own
+# eager evaluation in this process).
+ops.amin.register(_funsor_jax_arrays)(_amin)
 
 BACKEND = JaxBackend()

@@ -1,4 +1,12 @@
 """Lowering rules, one file per family of funsor terms. Importing this package
 registers them all with :data:`funsor_lowering.lowering.LOWERING_RULES`."""
 
-from . import atoms, contraction, elementwise  # noqa: F401
+from . import (  # noqa: F401
+    atoms,
+    contraction,
+    elementwise,
+    indexing,
+    reductions,
+    substitution,
+    sum_product,
+)

@@ -4,7 +4,7 @@ import funsor.tensor
 from funsor import ops
 from funsor.domains import Domain
 from funsor.tensor import Tensor
-from funsor.terms import Number, Variable
+from funsor.terms import Number, Slice, Variable
 
 from ..errors import UnsupportedTermError
 from ..lowering import Lowered, build, lowering_rule
@@ -34,3 +34,11 @@ def lower_tensor(term, data, inputs, dtype):
     if not inputs:
         return Lowered(term)
     return Lowered(build(Tensor, data, (), dtype), inputs)
+
+
+@lowering_rule(Slice, str, int, int, int, int)
+def lower_slice(term, name, start, stop, step, dtype):
+    """``Slice`` as a value: the integers ``start:stop:step`` along its axis."""
+    prototype = funsor.tensor.get_default_prototype()
+    data = ops.new_arange(prototype, start, stop, step)
+    return Lowered(build(Tensor, data, (), dtype), term.inputs)

@@ -1,46 +1,131 @@
-"""Op applications: Unary, Binary, Finitary, and Tuple."""
+"""Op applications: Unary, Binary, Finitary, and Tuple.
 
-from funsor.ops import BinaryOp, FinitaryOp, GetitemOp, GetsliceOp, UnaryOp
-from funsor.terms import Binary, Finitary, Funsor, Number, Tuple, Unary
+Arguments with different named batch inputs are aligned by name (funsor's
+``align_tensors``, resolved at compile time); ops with axis parameters are
+rewritten by :func:`~funsor_lowering.batching.batch_op` to skip batch axes.
+"""
 
+from funsor import ops
+from funsor.ops import BinaryOp, FinitaryOp, GetsliceOp, MatmulOp, UnaryOp
+from funsor.terms import Binary, Finitary, Funsor, Tuple, Unary
+
+from ..batching import batch_op, is_pointwise
 from ..errors import UnsupportedTermError
-from ..lowering import Lowered, LoweredTuple, build, lowering_rule
+from ..layout import (
+    align,
+    align_expanded,
+    apply,
+    apply_finitary,
+    broadcast_shape,
+    reshape,
+    union_batch,
+)
+from ..lowering import Lowered, LoweredTuple, lowering_rule
+
+# Reductions that leave a single value unchanged.
+_IDEMPOTENT_ON_SCALARS = (
+    ops.SumOp,
+    ops.ProdOp,
+    ops.LogsumexpOp,
+    ops.AmaxOp,
+    ops.AminOp,
+    ops.AllOp,
+    ops.AnyOp,
+    ops.MeanOp,
+)
 
 
-def require_no_batch(term, *args):
+def require_values(term, *args):
     for arg in args:
         if isinstance(arg, LoweredTuple):
             raise UnsupportedTermError(term, "a Tuple used as an op argument")
-        if arg.batch:
-            raise UnsupportedTermError(
-                term,
-                f"an argument has named batch inputs {tuple(arg.batch)}, which "
-                f"are not lowered yet (named-dim support)",
-            )
 
 
 @lowering_rule(Unary, UnaryOp, Funsor)
 def lower_unary(term, op, arg):
-    require_no_batch(term, arg)
-    return Lowered(build(Unary, op, arg.expr))
+    require_values(term, arg)
+    if isinstance(op, _IDEMPOTENT_ON_SCALARS) and term.output == term.arg.output:
+        return arg  # reduces no axis (a scalar event): backends disagree on axis=()
+    batched = batch_op(op, arg.batch_shape, len(arg.event_shape))
+    if batched is None:
+        raise UnsupportedTermError(
+            term, f"no batch rule for {op!r} (see funsor_lowering/batching.py)"
+        )
+    return Lowered(apply(batched, arg.expr), arg.batch)
 
 
 @lowering_rule(Binary, BinaryOp, Funsor, Funsor)
 def lower_binary(term, op, lhs, rhs):
-    require_no_batch(term, lhs, rhs)
-    return Lowered(build(Binary, op, lhs.expr, rhs.expr))
+    """Pointwise binary ops broadcast by name over batch inputs and by
+    position (numpy rules) over event shapes."""
+    require_values(term, lhs, rhs)
+    if not (lhs.batch or rhs.batch):
+        return Lowered(apply(op, lhs.expr, rhs.expr))
+    if not is_pointwise(op):
+        raise UnsupportedTermError(
+            term, f"no batch rule for binary {op!r} (see funsor_lowering/batching.py)"
+        )
+    batch = union_batch(lhs, rhs)
+    rank = max(len(lhs.event_shape), len(rhs.event_shape))
+    return Lowered(apply(op, align(lhs, batch, rank), align(rhs, batch, rank)), batch)
 
 
-@lowering_rule(Binary, GetitemOp, Tuple, Number)
-def lower_getitem_tuple(term, op, lhs, rhs):
-    """``Tuple(...)[k]`` selects an item at compile time."""
-    return lhs.items[term.rhs.data]
+@lowering_rule(Binary, MatmulOp, Funsor, Funsor)
+def lower_matmul(term, op, lhs, rhs):
+    """Matrix products broadcast over batch axes; vector operands get a
+    unit axis (numpy's matmul rules) that is dropped again afterwards."""
+    require_values(term, lhs, rhs)
+    if not (lhs.batch or rhs.batch):
+        return Lowered(apply(op, lhs.expr, rhs.expr))
+    batch = union_batch(lhs, rhs)
+    left, right = lhs.event_shape, rhs.event_shape
+    x = align(lhs, batch, implicit_leading=False)
+    y = align(rhs, batch, implicit_leading=False)
+    if len(left) == 1:
+        x = reshape(x, x.output.shape[:-1] + (1,) + left)
+        left = (1,) + left
+    if len(right) == 1:
+        y = reshape(y, y.output.shape + (1,))
+        right = right + (1,)
+    # Pad the event parts to one rank so leading (batch) axes line up.
+    rank = max(len(left), len(right))
+    nb = len(batch)
+    x = reshape(x, x.output.shape[:nb] + (1,) * (rank - len(left)) + left)
+    y = reshape(y, y.output.shape[:nb] + (1,) * (rank - len(right)) + right)
+    result = apply(op, x, y)
+    shape = tuple(d.size for d in batch.values()) + term.output.shape
+    return Lowered(reshape(result, shape), batch)
 
 
 @lowering_rule(Finitary, FinitaryOp, tuple)
 def lower_finitary(term, op, args):
-    require_no_batch(term, *args)
-    return Lowered(build(Finitary, op, tuple(arg.expr for arg in args)))
+    require_values(term, *args)
+    if not any(arg.batch for arg in args):
+        return Lowered(apply_finitary(op, tuple(arg.expr for arg in args)))
+    batch = union_batch(*args)
+    if isinstance(op, ops.EinsumOp):
+        return Lowered(_batched_einsum(op, args, batch), batch)
+    event_shape = broadcast_shape(*(arg.event_shape for arg in args))
+    if isinstance(op, ops.CatOp):
+        # cat joins along one axis: other axes must agree, not broadcast.
+        exprs = [align_expanded(a, batch, a.event_shape) for a in args]
+    else:
+        exprs = [align_expanded(a, batch, event_shape) for a in args]
+    batched = batch_op(op, tuple(d.size for d in batch.values()), len(event_shape))
+    if batched is None:
+        raise UnsupportedTermError(term, f"no batch rule for {op!r}")
+    return Lowered(apply_finitary(batched, exprs), batch)
+
+
+def _batched_einsum(op, args, batch):
+    inputs, output = op.defaults["equation"].split("->")
+    used = set(op.defaults["equation"])
+    letters = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"]
+    batch_letters = "".join([c for c in letters if c not in used][: len(batch)])
+    equation = ",".join(batch_letters + i for i in inputs.split(","))
+    equation += "->" + batch_letters + output
+    exprs = [align_expanded(a, batch, a.event_shape) for a in args]
+    return apply_finitary(ops.EinsumOp(equation=equation), exprs)
 
 
 @lowering_rule(Tuple, tuple)

@@ -1,0 +1,151 @@
+"""Positional layouts of lowered values, decided at compile time.
+
+A :class:`~funsor_lowering.lowering.Lowered` value keeps its named batch
+inputs as leading axes. Before two values meet in an op, each is *aligned*:
+its batch axes permuted into a common order, size-1 axes inserted for batch
+names it lacks, and its event shape padded on the left, exactly as funsor's
+``align_tensors`` does at run time, but emitted once as ``ops.permute`` /
+``ops.reshape`` / ``ops.expand``. Layout ops on constants are computed at
+compile time instead of emitted.
+
+Example::
+
+    >>> from collections import OrderedDict
+    >>> from funsor.domains import Bint, Reals
+    >>> from funsor.terms import Variable
+    >>> from funsor_lowering.lowering import Lowered
+    >>> f = Lowered(Variable("f", Reals[3, 2]), OrderedDict(i=Bint[3]))
+    >>> print(align(f, ("j", "i"), event_rank=2))
+    Unary(ops.reshape, f)
+"""
+
+from collections import OrderedDict
+
+import funsor.tensor
+from funsor import ops
+from funsor.domains import find_domain
+from funsor.tensor import Tensor
+from funsor.terms import Binary, Finitary, Number, Unary
+
+from .lowering import build
+
+
+def is_constant(expr):
+    """Whether a lowered funsor is a constant (its data is known)."""
+    return isinstance(expr, (Tensor, Number)) and not expr.inputs
+
+
+def constant(data, dtype):
+    """A lowered constant holding ``data``."""
+    if isinstance(data, (bool, int, float)):
+        return build(Number, data, dtype)
+    return build(Tensor, data, (), dtype)
+
+
+def apply(op, *args):
+    """``op(*args)`` on lowered funsors: a Unary or Binary term, or a
+    constant computed now when every argument is a constant."""
+    if all(is_constant(a) for a in args):
+        dtype = find_domain(op, *(a.output for a in args)).dtype
+        return constant(op(*(a.data for a in args)), dtype)
+    if len(args) == 1:
+        return build(Unary, op, args[0])
+    return build(Binary, op, *args)
+
+
+def apply_finitary(op, args):
+    """``op(args)`` for a finitary op (``cat``, ``stack``, ``einsum``); these
+    take arrays only, so Number arguments become 0-d arrays."""
+    args = tuple(_as_array(a) for a in args)
+    if all(is_constant(a) for a in args):
+        dtype = find_domain(op, tuple(a.output for a in args)).dtype
+        return constant(op(tuple(a.data for a in args)), dtype)
+    return build(Finitary, op, args)
+
+
+def _as_array(expr):
+    """A Number constant as a 0-d backend array, so layout ops apply to it."""
+    if isinstance(expr, Number):
+        prototype = funsor.tensor.get_default_prototype()
+        return constant(ops.new_full(prototype, (), expr.data), expr.dtype)
+    return expr
+
+
+def permute(expr, dims):
+    dims = tuple(dims)
+    if dims == tuple(range(len(dims))):
+        return expr
+    return apply(ops.PermuteOp(dims=dims), expr)
+
+
+def reshape(expr, shape):
+    shape = tuple(shape)
+    if expr.output.shape == shape:
+        return expr
+    return apply(ops.ReshapeOp(shape=shape), _as_array(expr))
+
+
+def expand(expr, shape):
+    shape = tuple(shape)
+    if expr.output.shape == shape:
+        return expr
+    return apply(ops.ExpandOp(shape=shape), _as_array(expr))
+
+
+def union_batch(*lowereds):
+    """The batch inputs of several lowered values, in order of appearance."""
+    batch = OrderedDict()
+    for lowered in lowereds:
+        for name, domain in lowered.batch.items():
+            if batch.setdefault(name, domain) != domain:
+                raise ValueError(f"batch input {name!r} has two domains")
+    return batch
+
+
+def align(lowered, names, event_rank=None, *, implicit_leading=True):
+    """``lowered.expr`` laid out as the batch ``names`` (size 1 where
+    ``lowered`` lacks a name) followed by its event shape, padded on the
+    left with size-1 axes to ``event_rank``; leading size-1 axes that stand
+    for missing names or padding are left implicit (numpy broadcasting)."""
+    own = list(lowered.batch)
+    missing = [name for name in own if name not in names]
+    if missing:
+        raise ValueError(f"cannot align batch {tuple(own)} to {tuple(names)}")
+    event_shape = lowered.event_shape
+    if event_rank is None:
+        event_rank = len(event_shape)
+    order = [own.index(name) for name in names if name in lowered.batch]
+    nb = len(own)
+    expr = permute(lowered.expr, order + list(range(nb, nb + len(event_shape))))
+    # (size, synthesized) per axis; leading synthesized size-1 axes are left
+    # implicit, as broadcasting adds them.
+    axes = [
+        (lowered.batch[n].size, False) if n in lowered.batch else (1, True)
+        for n in names
+    ]
+    axes += [(1, True)] * (event_rank - len(event_shape))
+    axes += [(n, False) for n in event_shape]
+    while implicit_leading and axes and axes[0][1]:
+        axes.pop(0)
+    return reshape(expr, tuple(size for size, _ in axes))
+
+
+def align_expanded(lowered, batch, event_shape):
+    """``lowered.expr`` laid out as exactly ``batch`` + ``event_shape``
+    (materialized with ``ops.expand`` where it broadcasts)."""
+    expr = align(lowered, tuple(batch), len(event_shape))
+    shape = tuple(d.size for d in batch.values()) + tuple(event_shape)
+    return expand(expr, shape)
+
+
+def broadcast_shape(*shapes):
+    """numpy's broadcasting of event shapes, with a clear error."""
+    rank = max((len(s) for s in shapes), default=0)
+    result = []
+    for i in range(rank):
+        sizes = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            raise ValueError(f"event shapes {shapes} do not broadcast")
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
