@@ -95,6 +95,8 @@ def _batch_reshape(op, batch_shape, event_rank):
 @batch_op.register(ops.ExpandOp)
 def _batch_expand(op, batch_shape, event_rank):
     shape = tuple(op.defaults["shape"])
+    if len(shape) != event_rank:
+        return None  # new leading event axes would land between batch axes
     return ops.ExpandOp(shape=tuple(batch_shape) + shape)
 
 
@@ -115,7 +117,10 @@ def _batch_transpose(op, batch_shape, event_rank):
 
 @batch_op.register(ops.FlipOp)
 def _batch_flip(op, batch_shape, event_rank):
-    return ops.FlipOp(axis=_negative(op.defaults["axis"], event_rank))
+    axis = op.defaults["axis"]
+    if isinstance(axis, tuple):
+        return ops.FlipOp(axis=tuple(_negative(a, event_rank) for a in axis))
+    return ops.FlipOp(axis=_negative(axis, event_rank))
 
 
 @batch_op.register(ops.DiagonalOp)

@@ -10,7 +10,7 @@ from funsor.testing import randn
 
 
 def to_numpy(x):
-    if isinstance(x, (bool, int, float)):
+    if isinstance(x, (bool, int, float, np.ndarray, np.generic)):
         return np.asarray(x)
     if funsor.get_backend() == "torch":
         return x.detach().cpu().numpy()
