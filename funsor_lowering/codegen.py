@@ -79,7 +79,7 @@ def op_source(op):
     return source
 
 
-def generate_function_source(program, name, *, standalone):
+def generate_function_source(program, name, *, standalone, resolved=None):
     """Source of ``def name(...)`` and the globals it needs.
 
     With ``standalone=False`` the function takes the inputs positionally and
@@ -135,19 +135,80 @@ def generate_function_source(program, name, *, standalone):
             ):
                 globals_.setdefault("np", numpy)
                 output_sources[i] = f"np.asarray({names[i]})"
+    impl_names = {}
+
+    def impl_call(operation, impl, extra, kwargs, args):
+        key = (id(impl), tuple(map(id, extra)), tuple(kwargs.items()))
+        if key not in impl_names:
+            base = namespace.create(f"_{operation.op.name}_impl")
+            globals_[base] = impl
+            params = []
+            for i, value in enumerate(extra):
+                params.append(namespace.create(f"{base}_p{i}"))
+                globals_[params[-1]] = value
+            for k, value in kwargs.items():
+                params.append(f"{k}={namespace.create(f'{base}_{k}')}")
+                globals_[params[-1].split("=")[1]] = value
+            impl_names[key] = (base, params)
+        base, params = impl_names[key]
+        return f"{base}({', '.join([args] + params)})"
+
     for k, operation in enumerate(program.operations):
         args = ", ".join(names[a] for a in operation.args)
         if operation.packed:
             args = f"({args},)" if len(operation.args) == 1 else f"({args})"
         target = names[program.first_operation + k]
-        lines.append(f"    {target} = {op_name(operation.op)}({args})")
+        if resolved is None:
+            call = f"{op_name(operation.op)}({args})"
+        else:
+            call = impl_call(operation, *resolved[k], args)
+        lines.append(f"    {target} = {call}")
     lines.append(f"    return {structure_source(program.output, output_sources)}")
     return "\n".join(lines), globals_
 
 
-def build_callable(program):
-    """The fast callable: generated Python taking the inputs positionally."""
-    source, globals_ = generate_function_source(program, "program", standalone=False)
+def resolve(op, args, backend):
+    """``(implementation, extra_args, kwargs)`` such that
+    ``implementation(*args, *extra_args, **kwargs)`` is what ``op(*args)``
+    computes: funsor's op dispatch and parameter binding, done once. The
+    backend may supply a faster implementation for arrays of its own."""
+    cls = type(op)
+    bound = cls.signature.bind_partial(*args)
+    for key, value in op.defaults.items():
+        bound.arguments.setdefault(key, value)
+    call_args, call_kwargs = bound.args, bound.kwargs
+    impl = backend.fast_implementations.get(cls)
+    if impl is None or not all(backend.is_array(a) for a in call_args[: cls.arity]):
+        impl = cls.dispatcher.partial_call(*call_args[: cls.arity])
+    return impl, tuple(call_args[cls.arity :]), dict(call_kwargs)
+
+
+def evaluate(program, values):
+    """Reference evaluation (like jax's ``eval_jaxpr``): run the program on
+    input ``values`` through funsor's op dispatch. Returns every value and
+    the resolved implementation of every operation."""
+    env = list(program.constants) + list(values)
+    resolved = []
+    for operation in program.operations:
+        args = [env[a] for a in operation.args]
+        if operation.packed:
+            args = [tuple(args)]
+        impl, extra, kwargs = resolve(operation.op, args, program._array_backend)
+        resolved.append((impl, extra, kwargs))
+        env.append(impl(*args, *extra, **kwargs))
+    return env, resolved
+
+
+def build_callable(program, sample_inputs=None):
+    """The fast callable: generated Python taking the inputs positionally.
+    Given ``sample_inputs``, each op calls the implementation funsor's
+    dispatcher picks for the argument types those inputs produce."""
+    resolved = None
+    if sample_inputs is not None:
+        _, resolved = evaluate(program, sample_inputs)
+    source, globals_ = generate_function_source(
+        program, "program", standalone=False, resolved=resolved
+    )
     filename = f"<funsor_lowering program {next(_COUNTER)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), globals_)

@@ -71,18 +71,81 @@ def _as_array(expr):
     return expr
 
 
+def _is_op(expr, op_type):
+    return isinstance(expr, Unary) and isinstance(expr.op, op_type)
+
+
 def permute(expr, dims):
+    """``ops.permute``, skipped when the identity, composed with an inner
+    permute."""
     dims = tuple(dims)
+    if _is_op(expr, ops.PermuteOp):
+        inner = expr.op.defaults["dims"]
+        expr, dims = expr.arg, tuple(inner[d] for d in dims)
     if dims == tuple(range(len(dims))):
         return expr
     return apply(ops.PermuteOp(dims=dims), expr)
 
 
 def reshape(expr, shape):
+    """``ops.reshape``, skipped when the shape is unchanged, replacing an
+    inner reshape, and merged into an inner ``getslice`` when it only adds
+    unit axes (``x[2]`` then ``(5, 5, 1)`` becomes ``x[2, :, :, None]``)."""
     shape = tuple(shape)
+    if _is_op(expr, ops.ReshapeOp):
+        expr = expr.arg
     if expr.output.shape == shape:
         return expr
+    if _is_op(expr, ops.GetsliceOp):
+        tokens = _unit_axis_tokens(expr.output.shape, shape)
+        index = _merge_index(expr.op.defaults["index"], expr.arg.output.shape, tokens)
+        if index is not None:
+            return apply(ops.GetsliceOp(index=index), expr.arg)
     return apply(ops.ReshapeOp(shape=shape), _as_array(expr))
+
+
+def _unit_axis_tokens(old, new):
+    """How ``new`` arises from ``old`` by inserting unit axes: a list of
+    ``"keep"`` / ``"new"`` per axis of ``new``, or ``None``."""
+    tokens, i = [], 0
+    for size in new:
+        if i < len(old) and old[i] == size:
+            tokens.append("keep")
+            i += 1
+        elif size == 1:
+            tokens.append("new")
+        else:
+            return None
+    return tokens if i == len(old) else None
+
+
+def _merge_index(index, source_shape, tokens):
+    """The basic index equal to ``x[index]`` followed by inserting unit axes
+    per ``tokens``; ``None`` unless ``index`` is ints and slices only."""
+    if tokens is None:
+        return None
+    index = index if isinstance(index, tuple) else (index,)
+    if not all(isinstance(e, (int, slice)) for e in index) or len(index) > len(
+        source_shape
+    ):
+        return None
+    entries = list(index) + [slice(None)] * (len(source_shape) - len(index))
+    merged, pending = [], list(tokens)
+    for entry in entries:
+        if isinstance(entry, int):
+            merged.append(entry)
+            continue
+        while pending and pending[0] == "new":
+            merged.append(None)
+            pending.pop(0)
+        if not pending:
+            return None
+        pending.pop(0)  # "keep": this slice's axis
+        merged.append(entry)
+    if any(t != "new" for t in pending):
+        return None
+    merged += [None] * len(pending)
+    return tuple(merged)
 
 
 def expand(expr, shape):

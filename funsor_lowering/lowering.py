@@ -19,8 +19,9 @@ A rule receives the term and its ``_ast_values`` with every funsor child
 replaced by its :class:`Lowered` value, and returns a :class:`Lowered`. A
 rule may carry a ``precondition(term)`` attribute that returns a reason to
 decline the term (checked before its children are lowered) or ``None``. A
-rule registered with ``raw=True`` instead receives ``(term, lowerer)`` and
-lowers what it needs itself (for terms that bind or substitute variables).
+rule registered with ``raw=True`` (or ``raw=predicate`` true of the term)
+instead receives ``(term, lowerer)`` and lowers what it needs itself (for
+terms that bind or substitute variables, or whose subterms it restructures).
 """
 
 from collections import OrderedDict
@@ -156,7 +157,7 @@ class Lowerer:
                     self.memo[term] = self.lower(folded, fold=False)
                     continue
             rule = check_rule(term)
-            if rule.raw:
+            if rule.raw is True or (callable(rule.raw) and rule.raw(term)):
                 self.memo[term] = _checked(term, rule(term, self))
                 continue
             children = [

@@ -33,6 +33,8 @@ from funsor.util import get_backend
 from .backends import array_backend
 from .naming import Namespace
 
+_MAX_SPECIALIZATIONS = 8
+
 
 class Operation:
     """One op application: ``op(*values)``, or ``op(tuple(values))`` when
@@ -200,7 +202,9 @@ class OpProgram:
     def _init_derived(self):
         self._array_backend = array_backend(self.backend)
         self._array_backend.activate()
-        self._fn = None  # the generated callable, built on first call
+        # Generated callables, one per tuple of input types seen (at most
+        # _MAX_SPECIALIZATIONS), with every op's implementation resolved.
+        self._specialized = {}
         self._names = None
 
     # ----------------------------------------------------------------- layout
@@ -267,9 +271,10 @@ class OpProgram:
                 f"got {len(args)} positional argument(s)"
             )
         values = self._validate(kwargs)
-        fn = self._fn
+        key = tuple(map(type, values))
+        fn = self._specialized.get(key)
         if fn is None:
-            fn = self._fn = self._build_callable()
+            fn = self._specialize(key, values)
         return fn(*values)
 
     def _validate(self, kwargs):
@@ -313,10 +318,22 @@ class OpProgram:
             values.append(value)
         return values
 
-    def _build_callable(self):
+    def _specialize(self, key, values):
+        """Generate the callable for these input types: run the program once
+        through funsor's op dispatch, recording which implementation each op
+        resolves to, and emit direct calls to those (the input types are the
+        guard: every later value's type follows from them)."""
         from .codegen import build_callable
 
-        return build_callable(self)
+        try:
+            fn = build_callable(self, values)
+        except Exception:
+            # Let the error surface from the generated code, whose traceback
+            # shows the failing operation's line.
+            return build_callable(self)
+        if len(self._specialized) < _MAX_SPECIALIZATIONS:
+            self._specialized[key] = fn
+        return fn
 
     # --------------------------------------------------------------- printing
     def as_code(self, name="program"):

@@ -32,6 +32,7 @@ from funsor.terms import (
 )
 
 from funsor_lowering import compile_funsor
+from funsor_lowering.rules import contraction
 
 from .helpers import (
     assert_matches,
@@ -145,6 +146,15 @@ def test_reduce_lowers_to_axis_sum():
 
 
 # ---------------------------------------------------------------- contractions
+@pytest.fixture(params=["broadcast", "log-einsum"])
+def logspace_steps(request, monkeypatch):
+    """Run log-space contractions both ways: add + logsumexp, and max-shifted
+    einsums (forced by a zero size limit)."""
+    if request.param == "log-einsum":
+        monkeypatch.setattr(contraction, "BROADCAST_LIMIT", 0)
+    return request.param
+
+
 PAIRS = [
     (ops.add, ops.mul),
     (ops.logaddexp, ops.add),
@@ -157,7 +167,7 @@ PAIRS = [
 
 @pytest.mark.parametrize("red_op, bin_op", PAIRS, ids=str)
 @pytest.mark.parametrize("names", ["j", "ij", "ijk", "k"])
-def test_contraction(red_op, bin_op, names):
+def test_contraction(red_op, bin_op, names, logspace_steps):
     reduced = frozenset(Variable(n, {"i": i, "j": j, "k": k}[n]) for n in names)
     terms = (g, h * x, f)
     if bin_op is ops.mul:  # (max, mul) and (min, mul) distribute over x >= 0 only
@@ -176,7 +186,7 @@ def test_contraction_with_event_shapes(red_op, bin_op):
     check_compiled(expr)
 
 
-def test_logspace_contraction_with_minus_infinity():
+def test_logspace_contraction_with_minus_infinity(logspace_steps):
     data = np.random.RandomState(0).randn(2, 3).astype(np.float32)
     data[0, :] = -np.inf  # a row that is -inf everywhere
     t = Tensor(from_numpy(data), OrderedDict(i=i, j=j))
@@ -184,10 +194,17 @@ def test_logspace_contraction_with_minus_infinity():
     check_compiled(expr)
 
 
-def test_logspace_einsum_plans_pairwise_path():
+def test_logspace_einsum_plans_pairwise_path(monkeypatch):
+    monkeypatch.setattr(contraction, "BROADCAST_LIMIT", 0)
     program = compile_funsor((g + h + f).reduce(ops.logaddexp, frozenset("ijk")))
     einsums = [o for o in program.operations if isinstance(o.op, ops.EinsumOp)]
     assert einsums and all(len(o.args) <= 2 for o in einsums)
+
+
+def test_small_logspace_steps_broadcast():
+    program = compile_funsor((g + h).reduce(ops.logaddexp, "j"))
+    names = [o.op.name for o in program.operations]
+    assert "einsum" not in names and "logsumexp" in names
 
 
 # --------------------------------------------------------------- substitution
@@ -259,7 +276,7 @@ def test_structure(name):
 
 
 # ---------------------------------------------------- sum_product and friends
-def test_sum_product_with_plates():
+def test_sum_product_with_plates(logspace_steps):
     # funsor 0.4.8's own test_compiler.py marks this case expected-to-fail.
     factors = [
         Variable("f", Reals[5])["x"],
@@ -278,7 +295,7 @@ def test_sum_product_with_plates():
 @pytest.mark.parametrize(
     "sum_op, prod_op", [(ops.logaddexp, ops.add), (ops.add, ops.mul)]
 )
-def test_partial_sum_product_nested_plates(sum_op, prod_op):
+def test_partial_sum_product_nested_plates(sum_op, prod_op, logspace_steps):
     factors = [
         Variable("a", Reals[3])["u"],
         Variable("b", Reals[3, 4, 2])["u", "w", "p"],
@@ -317,7 +334,7 @@ def test_markov_product():
     check_compiled(expr, rtol=1e-4)
 
 
-def test_hmm_sum_product_chain():
+def test_hmm_sum_product_chain(logspace_steps):
     T, S = 6, 3
     factors = [Variable("init", Reals[S])["x0"]]
     for t in range(1, T):
@@ -334,7 +351,7 @@ def test_hmm_sum_product_chain():
     check_compiled(expr, rtol=1e-4)
 
 
-def test_tree_sum_product():
+def test_tree_sum_product(logspace_steps):
     names = ["r", "a", "b", "c", "d"]
     edges = [("r", "a"), ("r", "b"), ("a", "c"), ("a", "d")]
     factors = [Variable("root", Reals[3])["r"]]

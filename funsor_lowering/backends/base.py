@@ -11,6 +11,9 @@ class ArrayBackend:
 
     name = None
     array_type_name = None  # for error messages, e.g. "torch.Tensor"
+    # Op type -> a faster implementation with the same signature and results
+    # as funsor's, used by generated programs on this backend's arrays.
+    fast_implementations = {}
 
     def activate(self):
         """Make sure funsor's op implementations for this backend are registered."""

@@ -1,6 +1,7 @@
 """numpy adapter."""
 
 import numpy as np
+from funsor import ops
 
 from .base import ArrayBackend, python_literal
 
@@ -32,9 +33,16 @@ def numpy_dtype_kind(dtype):
     return dtype.name
 
 
+def logsumexp(x, axis=None, keepdims=False):
+    """funsor's ``ops.logsumexp`` as one numpy ufunc reduction (funsor 0.4.8's
+    numpy version makes ~10 calls, one through funsor's op dispatch)."""
+    return np.logaddexp.reduce(x, axis=axis, keepdims=keepdims)
+
+
 class NumpyBackend(ArrayBackend):
     name = "numpy"
     array_type_name = "numpy.ndarray"
+    fast_implementations = {ops.LogsumexpOp: logsumexp}
 
     def is_array(self, value):
         return isinstance(value, (np.ndarray, np.generic))

@@ -1,17 +1,20 @@
 """``Contraction``: sums of products of terms over named ``Bint`` inputs.
 
 - no reduced variables: a chain of ``bin_op`` broadcasting by name;
-- ``(add, mul)`` over terms without event shape: one einsum, split into
-  pairwise einsums along a contraction path planned once, here, by opt_einsum;
-- ``(logaddexp, add)`` likewise in log space, with the max-shift trick: each
-  term is shifted by its max over the reduced axes, exponentiated,
-  contracted, and the log of the result shifted back;
+- ``(add, mul)`` and ``(logaddexp, add)`` over terms without event shape:
+  a contraction path planned once, here, by opt_einsum, then one step per
+  pair of operands: an einsum for ``(add, mul)``; for ``(logaddexp, add)``
+  either broadcast ``add`` + ``logsumexp`` (small steps: fewest ops) or an
+  einsum in log space with the max-shift trick (large steps: each operand is
+  shifted by its max over the summed axes, exponentiated, contracted, and the
+  log of the result shifted back);
 - any other semiring pair (``(max, add)``, ``(min, add)``, ``(max, mul)``
-  ...): broadcast ``bin_op`` over the union of batch inputs, then an axis
-  reduction with ``red_op``.
+  ...), or terms with event shapes: broadcast ``bin_op`` over the union of
+  batch inputs, then an axis reduction with ``red_op``.
 """
 
 import functools
+import math
 import string
 
 import opt_einsum
@@ -20,7 +23,7 @@ from funsor.cnf import Contraction
 from funsor.ops import AssociativeOp
 from funsor.terms import Funsor
 
-from ..layout import align, apply, apply_finitary, union_batch
+from ..layout import align, apply, apply_finitary, reshape, union_batch
 from ..lowering import Lowered, lowering_rule
 from .elementwise import require_values
 from .reductions import reduce_batch, unsupported_reduction
@@ -29,6 +32,9 @@ from .reductions import reduce_batch, unsupported_reduction
 # being nan where x is -inf everywhere (-inf - -inf), in float32 and float64.
 _FLOAT32_MIN = -3.4028234663852886e38
 _LETTERS = string.ascii_letters
+# A log-space step whose broadcast product has at most this many elements is
+# lowered as add + logsumexp (3 ops) rather than a max-shifted einsum (~12).
+BROADCAST_LIMIT = 1 << 14
 
 
 def combine(op, lhs, rhs):
@@ -38,56 +44,124 @@ def combine(op, lhs, rhs):
     return Lowered(apply(op, align(lhs, batch, rank), align(rhs, batch, rank)), batch)
 
 
+def _least_flops_greedy(inputs, output, size_dict, memory_limit=None):
+    """opt_einsum's greedy search, scoring a pairwise step by the size of its
+    whole index space (its flops), so a chain is contracted vector-first
+    (S^2 per step) rather than matrix-matrix (S^3 per step)."""
+
+    def flops(size12, size1, size2, k12, k1, k2):
+        return math.prod(size_dict[c] for c in k1 | k2)
+
+    return opt_einsum.paths.greedy(
+        inputs, output, size_dict, memory_limit, cost_fn=flops
+    )
+
+
 def einsum_path(inputs, output, shapes):
-    """The pairwise einsum equations opt_einsum plans for the contraction
-    ``inputs -> output``: a list of ``(operand positions, equation)``; after
-    each step the positions are popped and the result appended."""
+    """The pairwise steps planned for the contraction ``inputs -> output``: a
+    list of ``(operand positions, equation)``; after each step the operands
+    at those positions are popped and the result appended. Few operands get
+    opt_einsum's optimal search, many its greedy one (least flops first)."""
     equation = ",".join(inputs) + "->" + output
-    _, info = opt_einsum.contract_path(equation, *shapes, shapes=True)
+    if len(inputs) <= 4:
+        optimize = "optimal"
+    else:
+        sizes = {c: n for cs, shape in zip(inputs, shapes) for c, n in zip(cs, shape)}
+        sets = [frozenset(cs) for cs in inputs]
+        optimize = _least_flops_greedy(sets, frozenset(output), sizes)
+    _, info = opt_einsum.contract_path(
+        equation, *shapes, shapes=True, optimize=optimize
+    )
     return [(step[0], step[2]) for step in info.contraction_list]
 
 
-def contract_einsum(terms, names, output_names):
-    """Sum over ``names`` of the product of ``terms`` (lowered values without
-    event shape) as planned pairwise einsums; batch order ``output_names``."""
+def relabel(equation):
+    """The equation with its symbols renamed to ``a-zA-Z`` (planning may use
+    any unicode symbol; backends' einsum accept letters only)."""
+    symbols = sorted(set(equation) - set(",->"), key=equation.index)
+    if len(symbols) > len(_LETTERS):
+        raise NotImplementedError(f"an einsum step with {len(symbols)} indices")
+    rename = dict(zip(symbols, _LETTERS))
+    return "".join(rename.get(c, c) for c in equation)
+
+
+def einsum_step(operands, equation, names):
+    """One einsum step over lowered operands, whose batch order matches the
+    equation's input letters."""
+    exprs = [o.expr for o in operands]
+    batch = union_batch(*operands)
+    output = equation.split("->")[1]
+    result = apply_finitary(ops.EinsumOp(equation=relabel(equation)), exprs)
+    return Lowered(result, {names[c]: batch[names[c]] for c in output})
+
+
+def logspace_einsum_step(operands, equation, names):
+    """``log(einsum(exp(x - shift)...)) + shifts``: one step in log space."""
+    inputs, output = equation.split("->")
+    shifted, shifts = [], []
+    for operand, letters in zip(operands, inputs.split(",")):
+        axes = tuple(i for i, c in enumerate(letters) if c not in output)
+        if not axes:  # nothing summed out of this operand: add it afterwards
+            shifts.append(operand)
+            shifted.append(None)
+            continue
+        shift = apply(ops.AmaxOp(axis=axes, keepdims=True), operand.expr)
+        shift = apply(ops.ClampOp(min=_FLOAT32_MIN, max=None), shift)
+        shifted.append(apply(ops.exp, apply(ops.sub, operand.expr, shift)))
+        kept = {
+            n: d for n, d in operand.batch.items() if n in {names[c] for c in output}
+        }
+        shifts.append(
+            Lowered(reshape(shift, tuple(d.size for d in kept.values())), kept)
+        )
+    # Operands with nothing summed out are factored out of the einsum.
+    used = [(e, x) for e, x in zip(inputs.split(","), shifted) if x is not None]
+    letters = "".join(sorted(set("".join(e for e, _ in used)), key=equation.index))
+    out = "".join(c for c in output if c in letters)
+    result = apply_finitary(
+        ops.EinsumOp(equation=relabel(",".join(e for e, _ in used) + "->" + out)),
+        [x for _, x in used],
+    )
+    batch = union_batch(*operands)
+    result = Lowered(apply(ops.log, result), {names[c]: batch[names[c]] for c in out})
+    return functools.reduce(functools.partial(combine, ops.add), shifts, result)
+
+
+def broadcast_step(red_op, bin_op, operands, removed):
+    """``bin_op`` over operands broadcast by name, then reduce ``removed``."""
+    product = functools.reduce(functools.partial(combine, bin_op), operands)
+    domains = {n: product.batch[n] for n in removed}
+    return reduce_batch(red_op, product, list(removed), domains) if removed else product
+
+
+def contract_planned(red_op, bin_op, terms, names_reduced):
+    """Contract ``terms`` (no event shapes) along an opt_einsum path."""
     letters = {}
     for term in terms:
         for name in term.batch:
-            letters.setdefault(name, _LETTERS[len(letters)])
+            letters.setdefault(name, opt_einsum.get_symbol(len(letters)))
+    names = {c: n for n, c in letters.items()}
     inputs = ["".join(letters[n] for n in t.batch) for t in terms]
-    output = "".join(letters[n] for n in output_names)
-    operands = [t.expr for t in terms]
+    output = "".join(c for n, c in letters.items() if n not in names_reduced)
+    operands = list(terms)
+    logspace = type(red_op) is ops.LogaddexpOp
     for positions, equation in einsum_path(
         inputs, output, [t.batch_shape for t in terms]
     ):
         args = [operands.pop(i) for i in positions]
-        operands.append(apply_finitary(ops.EinsumOp(equation=equation), args))
+        kept = set(equation.split("->")[1])
+        union = union_batch(*args)
+        removed = [n for n in union if letters[n] not in kept]
+        if not logspace:
+            operands.append(einsum_step(args, equation, names))
+        elif (
+            not removed or math.prod(d.size for d in union.values()) <= BROADCAST_LIMIT
+        ):
+            operands.append(broadcast_step(red_op, bin_op, args, removed))
+        else:
+            operands.append(logspace_einsum_step(args, equation, names))
     (result,) = operands
-    batch = union_batch(*terms)
-    return Lowered(result, {n: batch[n] for n in output_names})
-
-
-def contract_logspace(terms, names, output_names):
-    """logsumexp over ``names`` of the sum of ``terms``, via einsum."""
-    outside = [t for t in terms if not names.intersection(t.batch)]
-    inside = [t for t in terms if names.intersection(t.batch)]
-    shifted, shifts = [], []
-    for term in inside:
-        axes = tuple(i for i, n in enumerate(term.batch) if n in names)
-        shift = apply(ops.AmaxOp(axis=axes, keepdims=True), term.expr)
-        shift = apply(ops.ClampOp(min=_FLOAT32_MIN, max=None), shift)
-        shifted.append(
-            Lowered(apply(ops.exp, apply(ops.sub, term.expr, shift)), term.batch)
-        )
-        kept = {n: d for n, d in term.batch.items() if n not in names}
-        shape = tuple(d.size for d in kept.values())
-        shifts.append(Lowered(apply(ops.ReshapeOp(shape=shape), shift), kept))
-    einsum_names = [n for n in output_names if any(n in t.batch for t in inside)]
-    result = contract_einsum(shifted, names, einsum_names)
-    result = Lowered(apply(ops.log, result.expr), result.batch)
-    return functools.reduce(
-        lambda a, b: combine(ops.add, a, b), outside + shifts, result
-    )
+    return result
 
 
 def _is_einsum_pair(red_op, bin_op):
@@ -97,38 +171,76 @@ def _is_einsum_pair(red_op, bin_op):
     }
 
 
+def flatten(term):
+    """Nested Contractions of ``term``'s semiring, merged into one: the leaf
+    terms and all reduced variables (bound names are unique after funsor's
+    alpha conversion), so opt_einsum plans the whole sum-product at once
+    rather than following the nesting funsor's optimizer chose."""
+    red_op, bin_op = term.red_op, term.bin_op
+    leaves, reduced, stack = [], set(term.reduced_vars), list(reversed(term.terms))
+    while stack:
+        t = stack.pop()
+        if (
+            isinstance(t, Contraction)
+            and t.bin_op is bin_op
+            and (t.red_op is red_op or not t.reduced_vars)
+        ):
+            reduced.update(t.reduced_vars)
+            stack.extend(reversed(t.terms))
+        else:
+            leaves.append(t)
+    return leaves, frozenset(reduced)
+
+
+def _plans_einsum(term):
+    return bool(term.reduced_vars) and _is_einsum_pair(term.red_op, term.bin_op)
+
+
 @lowering_rule(Contraction, AssociativeOp, AssociativeOp, frozenset, tuple)
 def lower_contraction(term, red_op, bin_op, reduced_vars, terms):
+    return contract(term, red_op, bin_op, reduced_vars, terms)
+
+
+@lowering_rule(
+    Contraction, ops.LogaddexpOp, ops.AddOp, frozenset, tuple, raw=_plans_einsum
+)
+@lowering_rule(Contraction, ops.AddOp, ops.MulOp, frozenset, tuple, raw=_plans_einsum)
+def lower_sum_product(term, *args):
+    """A sum of products: nested Contractions of the same semiring are
+    flattened and planned as one (raw: it lowers the leaves itself)."""
+    if len(args) == 1:  # raw call: (term, lowerer)
+        (lowerer,) = args
+        leaves, reduced_vars = flatten(term)
+        terms = [lowerer.lower(t) for t in leaves]
+        return contract(term, term.red_op, term.bin_op, reduced_vars, terms)
+    return contract(term, *args)
+
+
+def contract(term, red_op, bin_op, reduced_vars, terms):
+    """Lower ``Contraction(red_op, bin_op, reduced_vars, terms)``, its
+    ``terms`` lowered already."""
     require_values(term, *terms)
-    if len(terms) == 1:
-        product = terms[0]
-    elif not reduced_vars or not (
-        _is_einsum_pair(red_op, bin_op) and not any(t.event_shape for t in terms)
+    domains = {v.name: v.output for v in reduced_vars}
+    if (
+        len(terms) > 1
+        and reduced_vars
+        and _is_einsum_pair(red_op, bin_op)
+        and not any(t.event_shape for t in terms)
     ):
-        product = functools.reduce(lambda a, b: combine(bin_op, a, b), terms)
-    else:
-        names = frozenset(v.name for v in reduced_vars)
-        domains = {v.name: v.output for v in reduced_vars}
-        batch = union_batch(*terms)
-        output_names = [n for n in batch if n not in names]
-        if type(red_op) is ops.AddOp:
-            result = contract_einsum(terms, names, output_names)
-        else:
-            result = contract_logspace(terms, names, output_names)
-        absent = [n for n in names if n not in batch]
+        present = frozenset(n for t in terms for n in t.batch)
+        result = contract_planned(red_op, bin_op, terms, frozenset(domains))
+        absent = [n for n in domains if n not in present]
         return reduce_batch(red_op, result, absent, domains) if absent else result
+    product = functools.reduce(functools.partial(combine, bin_op), terms)
     if not reduced_vars:
         return product
-    names = [v.name for v in reduced_vars]
-    return reduce_batch(
-        red_op, product, names, {v.name: v.output for v in reduced_vars}
-    )
+    return reduce_batch(red_op, product, list(domains), domains)
 
 
 @lowering_rule(Contraction, AssociativeOp, AssociativeOp, frozenset, Funsor)
 def lower_contraction_of_one(term, red_op, bin_op, reduced_vars, arg):
     """funsor stores a single term without a tuple when built by reflect."""
-    return lower_contraction(term, red_op, bin_op, reduced_vars, (arg,))
+    return contract(term, red_op, bin_op, reduced_vars, (arg,))
 
 
 def _contraction_precondition(term):
@@ -138,4 +250,5 @@ def _contraction_precondition(term):
 
 
 lower_contraction.precondition = _contraction_precondition
+lower_sum_product.precondition = _contraction_precondition
 lower_contraction_of_one.precondition = _contraction_precondition

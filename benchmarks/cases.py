@@ -1,0 +1,227 @@
+"""Benchmark cases: discrete models through ``funsor.sum_product``.
+
+Each case gives its input shapes, its factors (built from whatever stands
+for an input: a ``Tensor`` of data for funsor eager, a ``Variable`` for the
+compiler), the variables to eliminate and the plates, and a hand-written
+implementation per backend.
+"""
+
+import functools
+
+import funsor
+from funsor import ops
+from funsor.domains import Reals
+from funsor.interpretations import eager, reflect
+from funsor.interpreter import reinterpret
+from funsor.optimizer import apply_optimizer
+from funsor.sum_product import sum_product
+from funsor.tensor import Tensor
+from funsor.terms import Variable
+
+
+class Case:
+    name = None
+    plates = frozenset()
+
+    def shapes(self):
+        """Input name -> shape."""
+        raise NotImplementedError
+
+    def factors(self, inputs):
+        """The factors, given one funsor (Tensor or Variable) per input."""
+        raise NotImplementedError
+
+    def eliminate(self):
+        raise NotImplementedError
+
+    def hand(self, lib):
+        """A hand-written implementation taking the inputs as keywords."""
+        raise NotImplementedError
+
+    # -------------------------------------------------------------- methods
+    def lazy_expr(self, inputs):
+        with reflect:
+            expr = sum_product(
+                ops.logaddexp,
+                ops.add,
+                self.factors(inputs),
+                self.eliminate(),
+                self.plates,
+            )
+            return apply_optimizer(expr)
+
+    def symbolic(self):
+        """The computation over Variables, for compilers."""
+        variables = {k: Variable(k, Reals[s]) for k, s in self.shapes().items()}
+        return self.lazy_expr(variables)
+
+    def funsor_eager(self, **arrays):
+        """What a funsor user pays per call: lazy build, optimize, evaluate."""
+        expr = self.lazy_expr({k: Tensor(v) for k, v in arrays.items()})
+        with eager:
+            return reinterpret(expr).data
+
+
+class HMM(Case):
+    """A discrete HMM with ``T`` hidden steps of ``S`` states."""
+
+    def __init__(self, T, S=5):
+        self.T, self.S = T, S
+        self.name = f"hmm_T{T}"
+
+    def shapes(self):
+        return {"init": (self.S,), "trans": (self.T, self.S, self.S)}
+
+    def factors(self, inputs):
+        init, trans = inputs["init"], inputs["trans"]
+        factors = [init["x0"]]
+        for t in range(1, self.T):
+            factors.append(trans[t][f"x{t - 1}", f"x{t}"])
+        return factors
+
+    def eliminate(self):
+        return frozenset(f"x{t}" for t in range(self.T))
+
+    def hand(self, lib):
+        lse = lib.logsumexp
+
+        def hmm(init, trans):
+            alpha = init
+            for t in range(1, self.T):
+                alpha = lse(alpha[:, None] + trans[t], 0)
+            return lse(alpha, 0)
+
+        return hmm
+
+
+class Plated(Case):
+    """A global variable ``z`` and a plate of ``N`` local variables ``y``."""
+
+    plates = frozenset({"i"})
+
+    def __init__(self, N=20, S=5, Y=3):
+        self.N, self.S, self.Y = N, S, Y
+        self.name = f"plated_N{N}"
+
+    def shapes(self):
+        return {
+            "prior": (self.S,),
+            "f": (self.N, self.S, self.Y),
+            "g": (self.N, self.Y),
+        }
+
+    def factors(self, inputs):
+        return [
+            inputs["prior"]["z"],
+            inputs["f"]["i", "z", "y"],
+            inputs["g"]["i", "y"],
+        ]
+
+    def eliminate(self):
+        return frozenset({"z", "y", "i"})
+
+    def hand(self, lib):
+        lse = lib.logsumexp
+
+        def plated(prior, f, g):
+            local = lse(f + g[:, None, :], 2)  # (N, S): y summed out
+            return lse(prior + local.sum(0), 0)
+
+        return plated
+
+
+class Tree(Case):
+    """A tree of discrete variables: r -> (a, b), a -> (c, d)."""
+
+    name = "tree"
+    EDGES = (("r", "a"), ("r", "b"), ("a", "c"), ("a", "d"))
+
+    def __init__(self, S=5):
+        self.S = S
+
+    def shapes(self):
+        shapes = {"root": (self.S,)}
+        shapes.update({f"e{n}": (self.S, self.S) for n in range(len(self.EDGES))})
+        return shapes
+
+    def factors(self, inputs):
+        factors = [inputs["root"]["r"]]
+        for n, (u, w) in enumerate(self.EDGES):
+            factors.append(inputs[f"e{n}"][u, w])
+        return factors
+
+    def eliminate(self):
+        return frozenset("rabcd")
+
+    def hand(self, lib):
+        lse = lib.logsumexp
+
+        def tree(root, e0, e1, e2, e3):
+            belief_a = lse(e2, 1) + lse(e3, 1)
+            msg_a = lse(e0 + belief_a, 1)
+            msg_b = lse(e1, 1)
+            return lse(root + msg_a + msg_b, 0)
+
+        return tree
+
+
+CASES = [HMM(10), HMM(100), Plated(), Tree()]
+
+
+@functools.lru_cache
+def array_lib(backend):
+    """The few backend functions hand-written code uses."""
+    return _LIBS[backend]()
+
+
+def _numpy_lib():
+    import numpy as np
+
+    class NumpyLib:
+        @staticmethod
+        def logsumexp(x, axis):
+            # the fastest plain-numpy logsumexp (one ufunc reduction)
+            return np.logaddexp.reduce(x, axis)
+
+    return NumpyLib
+
+
+def _torch_lib():
+    import torch
+
+    class TorchLib:
+        logsumexp = staticmethod(torch.logsumexp)
+
+    return TorchLib
+
+
+def _jax_lib():
+    from jax.scipy.special import logsumexp
+
+    class JaxLib:
+        @staticmethod
+        def logsumexp(x, axis):
+            return logsumexp(x, axis)
+
+    return JaxLib
+
+
+_LIBS = {"numpy": _numpy_lib, "torch": _torch_lib, "jax": _jax_lib}
+
+
+def random_inputs(case, seed=0):
+    """Backend arrays for a case's inputs."""
+    import numpy as np
+
+    rng = np.random.RandomState(seed)
+    arrays = {k: rng.randn(*s).astype(np.float32) for k, s in case.shapes().items()}
+    backend = funsor.get_backend()
+    if backend == "torch":
+        import torch
+
+        return {k: torch.from_numpy(v) for k, v in arrays.items()}
+    if backend == "jax":
+        import jax.numpy as jnp
+
+        return {k: jnp.asarray(v) for k, v in arrays.items()}
+    return arrays
