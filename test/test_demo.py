@@ -9,5 +9,5 @@ def test_demo_runs_and_matches_eager(capsys):
     main(["demo", "--backend", funsor.get_backend()])
     out = capsys.readouterr().out
     assert "program output matches eager funsor: yes" in out
-    assert "def demo_program(*, a, x, b):" in out
+    assert "def demo_program(*, init, trans):" in out
     assert "speed-up:" in out
