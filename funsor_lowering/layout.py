@@ -15,8 +15,8 @@ Example::
     >>> from funsor.terms import Variable
     >>> from funsor_lowering.lowering import Lowered
     >>> f = Lowered(Variable("f", Reals[3, 2]), OrderedDict(i=Bint[3]))
-    >>> print(align(f, ("j", "i"), event_rank=2))
-    Unary(ops.reshape, f)
+    >>> align(f, ("j", "i"), event_rank=2).output  # j implicit, event padded
+    Reals[3,1,2]
 """
 
 from collections import OrderedDict
