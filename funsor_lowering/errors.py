@@ -6,7 +6,7 @@ from funsor.typing import get_origin
 SUPPORTED = (
     "real and Bint Variables, Numbers, Tensors, Slice, Unary, Binary, Finitary, "
     "Tuple, Reduce and Contraction over Bint inputs, Subs, Lambda, Independent, "
-    "Stack, Cat, Align, MarkovProduct"
+    "Stack, Cat, Align, MarkovProduct, Approximate (exact)"
 )
 
 # Where support for a funsor term type belongs, by term type name.

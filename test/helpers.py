@@ -4,8 +4,9 @@ import pickle
 
 import funsor
 import numpy as np
+from funsor.domains import find_domain
 from funsor.tensor import Tensor
-from funsor.terms import Funsor, Number, Tuple
+from funsor.terms import Binary, Finitary, Funsor, Number, Tuple, Unary, Variable
 from funsor.testing import randn
 
 
@@ -128,5 +129,30 @@ def check_compiled(expr, program=None, arrays=None, **tolerances):
     )
     for actual in run_three_ways(program, arrays):
         assert_matches(actual, expected, **tolerances)
-    assert_matches(data_of(evaluate(lower(expr), arrays)), expected, **tolerances)
+    lowered = lower(expr)
+    assert_is_lowered(lowered)
+    assert_matches(data_of(evaluate(lowered, arrays)), expected, **tolerances)
     return program
+
+
+LOWERED_TYPES = (Variable, Number, Tensor, Unary, Binary, Finitary, Tuple)
+
+
+def assert_is_lowered(lowered):
+    """Only real Variables, constants without inputs, Unary / Binary /
+    Finitary / Tuple; each term's domain agrees with its data shape rule."""
+    stack = [lowered]
+    while stack:
+        term = stack.pop()
+        assert isinstance(term, LOWERED_TYPES), f"not lowered: {type(term).__name__}"
+        assert all(d.dtype == "real" for d in term.inputs.values()), term.inputs
+        if isinstance(term, (Unary, Binary, Finitary)):
+            args = term._ast_values[1:]
+            args = args[0] if isinstance(term, Finitary) else args
+            domains = [a.output for a in args]
+            if isinstance(term, Finitary):
+                domains = [tuple(domains)]
+            assert find_domain(term.op, *domains) == term.output, term
+            stack.extend(args)
+        elif isinstance(term, Tuple):
+            stack.extend(term.args)

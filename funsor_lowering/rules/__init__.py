@@ -2,6 +2,7 @@
 registers them all with :data:`funsor_lowering.lowering.LOWERING_RULES`."""
 
 from . import (  # noqa: F401
+    approximate,
     atoms,
     contraction,
     elementwise,
