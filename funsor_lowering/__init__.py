@@ -15,20 +15,33 @@ Example::
       matmul: real[2] = matmul(a, x)
       add: real[2] = add(matmul, b)
       return add
+
+Names are imported on first use, so running a (pickled) program loads only
+the runtime (``program``, ``codegen``, ``backends``), not the compiler.
 """
 
-from . import shapes  # noqa: F401  (registers corrected shape rules)
-from .compiler import compile_function, compile_funsor, lower
-from .interpretations import CompilingInterpretation, compiling
-from .program import OpProgram
-from .tracer import trace_function
+import importlib
 
-__all__ = [
-    "CompilingInterpretation",
-    "OpProgram",
-    "compile_function",
-    "compile_funsor",
-    "compiling",
-    "lower",
-    "trace_function",
-]
+_EXPORTS = {
+    "CompilingInterpretation": ".interpretations",
+    "OpProgram": ".program",
+    "compile_function": ".compiler",
+    "compile_funsor": ".compiler",
+    "compiling": ".interpretations",
+    "lower": ".compiler",
+    "trace_function": ".tracer",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'funsor_lowering' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

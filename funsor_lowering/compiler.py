@@ -20,7 +20,7 @@ from funsor.tensor import Tensor
 from funsor.terms import Binary, Finitary, Funsor, Number, Tuple, Unary, Variable
 from funsor.util import get_backend
 
-from . import rules  # noqa: F401  (registers the lowering rules)
+from . import rules, shapes  # noqa: F401  (register lowering and shape rules)
 from .backends import array_backend
 from .errors import short_repr
 from .layout import align

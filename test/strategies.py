@@ -5,6 +5,7 @@ from funsor import ops
 from funsor.domains import Real, Reals
 from funsor.tensor import Tensor
 from funsor.terms import Number, Tuple, Variable
+from hypothesis import reject
 from hypothesis import strategies as st
 
 from .helpers import from_numpy
@@ -97,7 +98,10 @@ def expressions(draw, shape, depth=3, allow_number=True):
     if kind == "stack":
         part = shape[1:]
         parts = [draw(expressions(part, sub, allow_number=False)) for _ in range(2)]
-        return ops.stack(parts)
+        try:
+            return ops.stack(parts)
+        except NotImplementedError:  # funsor cannot stack some ground parts
+            reject()
     raise AssertionError(kind)
 
 

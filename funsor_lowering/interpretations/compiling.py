@@ -19,8 +19,8 @@ Example::
     array(6.)
 """
 
-from funsor.interpretations import Interpretation, eager, normalize
-from funsor.terms import Funsor
+from funsor.interpretations import Interpretation, eager, normalize, reflect
+from funsor.terms import Funsor, Subs
 
 from ..compiler import compile_structure
 
@@ -49,6 +49,58 @@ class Recording:
         return f"Recording(folded={self.folded}, normalized={self.normalized})"
 
 
+class ConcreteValueGuard:
+    """While a compiling block is open, ``float()``, ``int()``, ``bool()``
+    and ``.item()`` of a funsor with free real inputs raise a ``TypeError``
+    that says why and points to ``trace_function`` (funsor's own errors
+    there are about argument types or ambiguous truth values)."""
+
+    METHODS = ("__float__", "__int__", "__index__", "__bool__", "item")
+    _depth = 0
+    _saved = {}
+
+    @classmethod
+    def install(cls):
+        if cls._depth == 0:
+            for name in cls.METHODS:
+                cls._saved[name] = Funsor.__dict__.get(name)
+                setattr(Funsor, name, cls._guard(name, cls._saved[name]))
+        cls._depth += 1
+
+    @classmethod
+    def uninstall(cls):
+        cls._depth -= 1
+        if cls._depth == 0:
+            for name, original in cls._saved.items():
+                if original is None:
+                    delattr(Funsor, name)
+                else:
+                    setattr(Funsor, name, original)
+
+    @staticmethod
+    def _guard(name, original):
+        convert = {"__float__": float, "__int__": int, "__index__": int}.get(name)
+
+        def guarded(self):
+            if _has_real_inputs(self):
+                real = [k for k, d in self.inputs.items() if d.dtype == "real"]
+                raise TypeError(
+                    f"{name.strip('_')}() needs a concrete value, but this funsor "
+                    f"depends on symbolic inputs {real} while compiling: "
+                    f"{type(self).__name__}. Compiled code cannot branch on or "
+                    f"convert values; use funsor_lowering.trace_function to trace "
+                    f"code that needs concrete values."
+                )
+            if original is not None:
+                return original(self)
+            if convert is not None:
+                return convert(self.data)
+            return self.data.item()
+
+        guarded.__name__ = name
+        return guarded
+
+
 class CompilingInterpretation(Interpretation):
     """A funsor interpretation that records computations for compilation.
 
@@ -64,11 +116,23 @@ class CompilingInterpretation(Interpretation):
 
     def __enter__(self):
         self.recording = Recording()
+        ConcreteValueGuard.install()
         return super().__enter__()
+
+    def __exit__(self, *args):
+        try:
+            return super().__exit__(*args)
+        finally:
+            ConcreteValueGuard.uninstall()
 
     def interpret(self, cls, *args):
         if any(_has_real_inputs(arg) for arg in args):
             self.recording.normalized += 1
+            if cls is Subs:
+                # funsor 0.4.8's normalize pushes substitutions through Cat
+                # into terms whose inputs disagree (sequential_sum_product
+                # with odd lengths); the compiler lowers Subs itself.
+                return reflect.interpret(cls, *args)
             return normalize.interpret(cls, *args)
         self.recording.folded += 1
         return eager.interpret(cls, *args)

@@ -173,23 +173,45 @@ def _is_einsum_pair(red_op, bin_op):
 
 def flatten(term):
     """Nested Contractions of ``term``'s semiring, merged into one: the leaf
-    terms and all reduced variables (bound names are unique after funsor's
-    alpha conversion), so opt_einsum plans the whole sum-product at once
-    rather than following the nesting funsor's optimizer chose."""
+    terms and all reduced variables, so opt_einsum plans the whole
+    sum-product at once rather than following the nesting funsor's optimizer
+    chose. Returns ``None`` where merging would change the meaning: a name
+    reduced twice (a cons-hashed subterm used twice), or a reduced name that
+    occurs outside the contraction that reduces it."""
     red_op, bin_op = term.red_op, term.bin_op
-    leaves, reduced, stack = [], set(term.reduced_vars), list(reversed(term.terms))
+    leaves, reduced, scopes = [], {}, []
+    stack = [("enter", term, True)]
     while stack:
-        t = stack.pop()
-        if (
+        action, t, top = stack.pop()
+        if action == "exit":
+            scopes.append((t.reduced_vars, top, len(leaves)))
+            continue
+        mergeable = top or (
             isinstance(t, Contraction)
             and t.bin_op is bin_op
             and (t.red_op is red_op or not t.reduced_vars)
-        ):
-            reduced.update(t.reduced_vars)
-            stack.extend(reversed(t.terms))
-        else:
+        )
+        if not mergeable:
             leaves.append(t)
-    return leaves, frozenset(reduced)
+            continue
+        for v in t.reduced_vars:
+            if v.name in reduced:
+                return None
+            reduced[v.name] = v
+        stack.append(("exit", t, len(leaves)))
+        stack.extend(("enter", c, False) for c in reversed(t.terms))
+    # Each reduced name may occur only in leaves of its own contraction.
+    where = {}
+    for i, leaf in enumerate(leaves):
+        for name in leaf.inputs:
+            first, last = where.get(name, (i, i))
+            where[name] = (min(first, i), max(last, i))
+    for reduced_vars, start, end in scopes:
+        for v in reduced_vars:
+            first, last = where.get(v.name, (start, start))
+            if first < start or last >= end:
+                return None
+    return leaves, frozenset(reduced.values())
 
 
 def _plans_einsum(term):
@@ -210,7 +232,8 @@ def lower_sum_product(term, *args):
     flattened and planned as one (raw: it lowers the leaves itself)."""
     if len(args) == 1:  # raw call: (term, lowerer)
         (lowerer,) = args
-        leaves, reduced_vars = flatten(term)
+        flat = flatten(term)
+        leaves, reduced_vars = flat if flat else (term.terms, term.reduced_vars)
         terms = [lowerer.lower(t) for t in leaves]
         return contract(term, term.red_op, term.bin_op, reduced_vars, terms)
     return contract(term, *args)
