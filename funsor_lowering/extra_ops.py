@@ -30,4 +30,29 @@ def find_domain_take(op, x, index):
     return Array[x.dtype, tuple(index.shape) + tuple(x.shape[1:])]
 
 
-__all__ = ["TakeOp", "take"]
+__all__ = ["DistributionLogProbOp", "TakeOp", "distribution_log_prob", "take"]
+
+
+@ops.FinitaryOp.make(module_name="funsor_lowering.extra_ops")
+def distribution_log_prob(args, dist_class=None, names=(), event_rank=0):
+    """``dist_class(**dict(zip(names, args[:-1]))).log_prob(args[-1])``, with
+    the distribution's event made ``event_rank`` dims (``to_event``), as
+    funsor's ``to_data`` of a distribution builds it."""
+    *params, value = args
+    dist = dist_class(**dict(zip(names, params)))
+    extra = event_rank - len(dist.event_shape)
+    if extra > 0:
+        dist = dist.to_event(extra)
+    return dist.log_prob(value)
+
+
+DistributionLogProbOp = type(distribution_log_prob)
+
+
+@find_domain.register(DistributionLogProbOp)
+def find_domain_distribution_log_prob(op, domains):
+    # Only the lowering rule builds this op and knows the batch shape; it
+    # passes it as the value's leading shape (see rules/distributions.py).
+    *params, value = domains
+    event_rank = op.defaults["event_rank"]
+    return Array["real", tuple(value.shape[: len(value.shape) - event_rank])]

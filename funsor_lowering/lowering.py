@@ -31,6 +31,7 @@ from funsor.interpretations import eager, reflect
 from funsor.registry import KeyedRegistry
 from funsor.tensor import Tensor
 from funsor.terms import Funsor, Number
+from funsor.typing import get_origin
 
 from .errors import UnsupportedTermError
 
@@ -195,11 +196,15 @@ def lower_term(root, memo=None):
 
 
 def find_rule(term):
-    """The lowering rule registered for ``term``, or ``None``."""
-    try:
-        return LOWERING_RULES.dispatch(type(term), *term._ast_values)
-    except NotImplementedError:  # multipledispatch found no signature
-        return None
+    """The lowering rule registered for ``term``'s type, or for the nearest
+    base class with rules (``Distribution`` for ``Normal``), or ``None``."""
+    for cls in get_origin(type(term)).__mro__:
+        if cls in LOWERING_RULES:
+            try:
+                return LOWERING_RULES.dispatch(cls, *term._ast_values)
+            except NotImplementedError:  # multipledispatch found no signature
+                return None
+    return None
 
 
 def check_rule(term):

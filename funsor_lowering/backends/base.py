@@ -1,5 +1,6 @@
 """The interface each backend adapter implements."""
 
+import importlib
 import math
 
 
@@ -55,4 +56,8 @@ def python_literal(value):
         return "slice({})".format(", ".join(python_literal(p) for p in parts))
     if value is Ellipsis:
         return "Ellipsis"
+    if isinstance(value, type):
+        module, name = value.__module__, value.__qualname__
+        if getattr(importlib.import_module(module), name, None) is value:
+            return f"__import__({module!r}, fromlist=[{name!r}]).{name}"
     raise TypeError(f"cannot write {type(value).__name__} {value!r} as a literal")
