@@ -107,40 +107,28 @@ def _batch_permute(op, batch_shape, event_rank):
     return ops.PermuteOp(dims=dims)
 
 
-@batch_op.register(ops.TransposeOp)
-def _batch_transpose(op, batch_shape, event_rank):
-    return ops.TransposeOp(
-        axis1=_negative(op.defaults["axis1"], event_rank),
-        axis2=_negative(op.defaults["axis2"], event_rank),
-    )
+# Ops whose axis parameters count from the end once made negative, with the
+# rank each counts in beyond the event rank (unsqueeze and stack add an axis).
+_AXIS_PARAMS = {
+    ops.TransposeOp: {"axis1": 0, "axis2": 0},
+    ops.FlipOp: {"axis": 0},
+    ops.DiagonalOp: {"dim1": 0, "dim2": 0},
+    ops.CatOp: {"axis": 0},
+    ops.UnsqueezeOp: {"dim": 1},
+    ops.StackOp: {"dim": 1},
+}
 
 
-@batch_op.register(ops.FlipOp)
-def _batch_flip(op, batch_shape, event_rank):
-    axis = op.defaults["axis"]
-    if isinstance(axis, tuple):
-        return ops.FlipOp(axis=tuple(_negative(a, event_rank) for a in axis))
-    return ops.FlipOp(axis=_negative(axis, event_rank))
+def _batch_negative_axes(op, batch_shape, event_rank):
+    params = dict(op.defaults)
+    for name, extra in _AXIS_PARAMS[type(op)].items():
+        axis, rank = params[name], event_rank + extra
+        if isinstance(axis, tuple):
+            params[name] = tuple(_negative(a, rank) for a in axis)
+        else:
+            params[name] = _negative(axis, rank)
+    return type(op)(**params)
 
 
-@batch_op.register(ops.DiagonalOp)
-def _batch_diagonal(op, batch_shape, event_rank):
-    return ops.DiagonalOp(
-        dim1=_negative(op.defaults["dim1"], event_rank),
-        dim2=_negative(op.defaults["dim2"], event_rank),
-    )
-
-
-@batch_op.register(ops.UnsqueezeOp)
-def _batch_unsqueeze(op, batch_shape, event_rank):
-    return ops.UnsqueezeOp(dim=_negative(op.defaults["dim"], event_rank + 1))
-
-
-@batch_op.register(ops.CatOp)
-def _batch_cat(op, batch_shape, event_rank):
-    return ops.CatOp(axis=_negative(op.defaults["axis"], event_rank))
-
-
-@batch_op.register(ops.StackOp)
-def _batch_stack(op, batch_shape, event_rank):
-    return ops.StackOp(dim=_negative(op.defaults["dim"], event_rank + 1))
+for _op_type in _AXIS_PARAMS:
+    batch_op.register(_op_type)(_batch_negative_axes)

@@ -25,7 +25,7 @@ from .backends import array_backend
 from .errors import short_repr
 from .layout import align
 from .lowering import LoweredTuple, build, lower_term
-from .program import Operation, OpProgram, ValueType, map_leaves
+from .program import Operation, OpProgram, ValueType, iter_leaves, map_leaves
 
 
 def real_inputs(structure):
@@ -131,7 +131,7 @@ def compile_structure(structure, *, inputs=None, memo=None):
     if memo is None:
         memo = {}
     lowered = map_leaves(lambda leaf: finalize(lower_term(leaf, memo), leaf), structure)
-    return ProgramBuilder(inputs).build(lowered)
+    return ProgramBuilder(inputs).build(map_leaves(_untuple, lowered))
 
 
 class ProgramBuilder:
@@ -145,7 +145,7 @@ class ProgramBuilder:
         self.ids = {}
 
     def build(self, lowered_structure):
-        for leaf in _iter_funsors(lowered_structure):
+        for leaf in iter_leaves(lowered_structure):
             self._visit(leaf)
         number = {}
         for i, term in enumerate(t for t, _ in self.constants):
@@ -161,7 +161,7 @@ class ProgramBuilder:
             for term, op, args, packed in self.operations
         ]
         value_types = [ValueType.from_domain(t.output) for t, *_ in self.operations]
-        output = _map_output(lambda term: number[term], lowered_structure)
+        output = map_leaves(lambda term: number[term], lowered_structure)
         return OpProgram(
             [data for _, data in self.constants],
             self.inputs,
@@ -212,28 +212,11 @@ def _operation_args(term):
     return None
 
 
-def _iter_funsors(structure):
-    if isinstance(structure, Tuple):
-        for arg in structure.args:
-            yield from _iter_funsors(arg)
-    elif isinstance(structure, (tuple, list)):
-        for item in structure:
-            yield from _iter_funsors(item)
-    elif isinstance(structure, dict):
-        for item in structure.values():
-            yield from _iter_funsors(item)
-    else:
-        yield structure
-
-
-def _map_output(fn, structure):
-    if isinstance(structure, Tuple):
-        return tuple(_map_output(fn, arg) for arg in structure.args)
-    if isinstance(structure, (tuple, list)):
-        return type(structure)(_map_output(fn, item) for item in structure)
-    if isinstance(structure, dict):
-        return {key: _map_output(fn, item) for key, item in structure.items()}
-    return fn(structure)
+def _untuple(value):
+    """A lowered funsor ``Tuple`` as a Python tuple (nested), for the output."""
+    if isinstance(value, Tuple):
+        return tuple(_untuple(arg) for arg in value.args)
+    return value
 
 
 def compile_function(fn=None, **domains):

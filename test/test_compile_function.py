@@ -115,17 +115,18 @@ def factors_of(f, g, h):
 FACTOR_DOMAINS = {"f": Reals[2], "g": Reals[2, 3], "h": Reals[3, 4, 5]}
 
 
-def test_sum_product_with_plates():
-    def fn(f, g, h):
-        return sum_product(
-            ops.logaddexp,
-            ops.add,
-            factors_of(f, g, h),
-            frozenset("xyzi"),
-            frozenset("i"),
-        )
+def plated_sum_product(eliminate):
+    """A function of the factors' data: their sum_product over plate i."""
 
-    check_function(fn, rtol=1e-4, **FACTOR_DOMAINS)
+    def fn(f, g, h):
+        factors = factors_of(f, g, h)
+        return sum_product(ops.logaddexp, ops.add, factors, eliminate, frozenset("i"))
+
+    return fn
+
+
+def test_sum_product_with_plates():
+    check_function(plated_sum_product(frozenset("xyzi")), rtol=1e-4, **FACTOR_DOMAINS)
 
 
 def test_partial_sum_product_nested_outputs():
@@ -233,16 +234,7 @@ def test_memoize_composes():
 
 # ------------------------------------------------------- programs are portable
 def test_pickled_program_runs_in_a_fresh_process(tmp_path):
-    def fn(f, g, h):
-        return sum_product(
-            ops.logaddexp,
-            ops.add,
-            factors_of(f, g, h),
-            frozenset("xyz"),
-            frozenset("i"),
-        )
-
-    program = compile_function(fn, **FACTOR_DOMAINS)
+    program = compile_function(plated_sum_product(frozenset("xyz")), **FACTOR_DOMAINS)
     arrays = random_arrays(FACTOR_DOMAINS)
     (tmp_path / "program.pkl").write_bytes(pickle.dumps((program, arrays)))
     script = (
