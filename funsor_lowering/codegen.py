@@ -26,7 +26,7 @@ from funsor import ops
 from . import extra_ops
 from .backends.base import python_literal
 from .naming import Namespace, is_plain_identifier
-from .program import iter_leaves
+from .program import iter_leaves, path_suffix
 
 _COUNTER = itertools.count()
 
@@ -110,19 +110,20 @@ def generate_function_source(program, name, *, standalone, resolved=None):
 
     first_input = len(program.constants)
     input_names = names[first_input : program.first_operation]
+    leaves = program._input_leaves
     lines = []
     if not standalone:
         lines.append(f"def {name}({', '.join(input_names)}):")
     elif all(
-        is_plain_identifier(raw) and raw == local
-        for raw, local in zip(program.inputs, input_names)
+        is_plain_identifier(raw) and raw == local and not path
+        for (raw, path, _), local in zip(leaves, input_names)
     ):
         params = f"*, {', '.join(input_names)}" if input_names else ""
         lines.append(f"def {name}({params}):")
     else:
         lines.append(f"def {name}(**inputs):")
-        for raw, local in zip(program.inputs, input_names):
-            lines.append(f"    {local} = inputs[{raw!r}]")
+        for (raw, path, _), local in zip(leaves, input_names):
+            lines.append(f"    {local} = inputs[{raw!r}]{path_suffix(path)}")
 
     output_sources = list(names)
     if program.backend == "numpy":

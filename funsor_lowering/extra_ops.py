@@ -30,7 +30,14 @@ def find_domain_take(op, x, index):
     return Array[x.dtype, tuple(index.shape) + tuple(x.shape[1:])]
 
 
-__all__ = ["DistributionLogProbOp", "TakeOp", "distribution_log_prob", "take"]
+__all__ = [
+    "DistributionLogProbOp",
+    "RandnWithKeyOp",
+    "TakeOp",
+    "distribution_log_prob",
+    "randn_with_key",
+    "take",
+]
 
 
 @ops.FinitaryOp.make(module_name="funsor_lowering.extra_ops")
@@ -56,3 +63,18 @@ def find_domain_distribution_log_prob(op, domains):
     *params, value = domains
     event_rank = op.defaults["event_rank"]
     return Array["real", tuple(value.shape[: len(value.shape) - event_rank])]
+
+
+@ops.BinaryOp.make(module_name="funsor_lowering.extra_ops")
+def randn_with_key(prototype, rng_key, shape=()):
+    """``ops.randn(prototype, shape, rng_key)`` with the key as an operand
+    (a program input on jax), not a fixed parameter."""
+    return ops.randn(prototype, shape, rng_key)
+
+
+RandnWithKeyOp = type(randn_with_key)
+
+
+@find_domain.register(RandnWithKeyOp)
+def find_domain_randn_with_key(op, prototype, rng_key):
+    return Array["real", tuple(op.defaults["shape"])]

@@ -122,11 +122,15 @@ class Lowerer:
     :param Lowerer parent: a lowerer whose cache serves terms that do not
         depend on this one's ``seeds``.
     :param dict seeds: ``Variable`` -> lowered value, for substitution.
+    :param bool fold: evaluate subterms without free real inputs with
+        funsor's eager interpretation first (off while tracing, where every
+        array computation must go through ``funsor.ops``).
     """
 
-    def __init__(self, memo=None, parent=None, seeds=None):
+    def __init__(self, memo=None, parent=None, seeds=None, fold=True):
         self.memo = {} if memo is None else memo
         self.parent = parent
+        self.fold = fold  # evaluate subterms without real inputs with funsor
         self.seeded = frozenset()
         if seeds:
             self.memo.update(seeds)
@@ -135,7 +139,7 @@ class Lowerer:
     def with_seeds(self, seeds):
         """A child lowerer that lowers ``Variable`` s in ``seeds`` to the
         given values (a substitution at the lowered level)."""
-        return Lowerer(parent=self, seeds=seeds)
+        return Lowerer(parent=self, seeds=seeds, fold=self.fold)
 
     def _lookup(self, term):
         lowered = self.memo.get(term)
@@ -144,8 +148,9 @@ class Lowerer:
                 lowered = self.parent._lookup(term)
         return lowered
 
-    def lower(self, root, *, fold=True):
+    def lower(self, root, *, fold=None):
         """Lower ``root`` to a :class:`Lowered` (or :class:`LoweredTuple`)."""
+        fold = self.fold if fold is None else fold
         # Iterative post-order walk, so deep terms do not hit the recursion limit.
         stack = [(root, False)]
         while stack:

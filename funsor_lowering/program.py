@@ -138,11 +138,44 @@ def value_type_of(value, backend):
 
 
 def _as_value_type(spec):
+    """A ValueType, or a nesting of tuples, lists and dicts of them."""
     if isinstance(spec, ValueType):
         return spec
     if isinstance(spec, Domain):
         return ValueType.from_domain(spec)
+    if isinstance(spec, (tuple, list, dict)):
+        return map_leaves(_as_value_type, spec)
     raise TypeError(f"expected a ValueType or funsor domain, got {spec!r}")
+
+
+def iter_paths(structure, path=()):
+    """``(path, leaf)`` pairs of a nesting of tuples, lists and dicts."""
+    if isinstance(structure, (tuple, list)):
+        for i, item in enumerate(structure):
+            yield from iter_paths(item, path + (i,))
+    elif isinstance(structure, dict):
+        for key, item in structure.items():
+            yield from iter_paths(item, path + (key,))
+    else:
+        yield path, structure
+
+
+def path_suffix(path):
+    """``['loc'][0]``: a path as Python indexing source."""
+    return "".join(f"[{key!r}]" for key in path)
+
+
+def _lookup(value, key, name, path):
+    """``value[key]`` for a nested program input, or a TypeError naming it."""
+    try:
+        if isinstance(key, int) != isinstance(value, (tuple, list)):
+            raise TypeError
+        return value[key]
+    except (TypeError, KeyError, IndexError):
+        raise TypeError(
+            f"input {name!r}: expected a nesting with {name}{path_suffix(path)}, "
+            f"got {type(value).__name__} without {key!r}"
+        ) from None
 
 
 def iter_leaves(structure):
@@ -200,6 +233,13 @@ class OpProgram:
         self.check()
 
     def _init_derived(self):
+        # (name, path, ValueType) of every input array, in order: an input
+        # may be a nesting of tuples, lists and dicts of arrays.
+        self._input_leaves = tuple(
+            (name, path, leaf)
+            for name, spec in self.input_types.items()
+            for path, leaf in iter_paths(spec)
+        )
         self._array_backend = array_backend(self.backend)
         self._array_backend.activate()
         # Generated callables, one per tuple of input types seen (at most
@@ -215,25 +255,29 @@ class OpProgram:
 
     @property
     def num_values(self):
-        return len(self.constants) + len(self.input_types) + len(self.operations)
+        return len(self.constants) + len(self._input_leaves) + len(self.operations)
 
     @property
     def first_operation(self):
         """The value number of the first operation's result."""
-        return len(self.constants) + len(self.input_types)
+        return len(self.constants) + len(self._input_leaves)
 
     @property
     def value_types(self):
         """The :class:`ValueType` (or ``None``) of every value, by number."""
         constants = tuple(value_type_of(c, self._array_backend) for c in self.constants)
-        return constants + tuple(self.input_types.values()) + self._operation_types
+        inputs = tuple(leaf for _, _, leaf in self._input_leaves)
+        return constants + inputs + self._operation_types
 
     @property
     def value_names(self):
         """Readable, unique Python identifiers for every value, by number."""
         if self._names is None:
             namespace = Namespace()
-            names = [namespace.create(name) for name in self.input_types]
+            names = [
+                namespace.create("_".join([name, *map(str, path)]))
+                for name, path, _ in self._input_leaves
+            ]
             names = [
                 namespace.create(f"c{i}") for i in range(len(self.constants))
             ] + names
@@ -296,23 +340,26 @@ class OpProgram:
             )
         backend = self._array_backend
         values = []
-        for name, expected in self.input_types.items():
+        for name, path, expected in self._input_leaves:
             value = kwargs[name]
+            for key in path:
+                value = _lookup(value, key, name, path)
+            label = repr(name) + path_suffix(path)
             if not backend.is_array(value):
                 raise TypeError(
-                    f"input {name!r}: expected a {backend.array_type_name} "
+                    f"input {label}: expected a {backend.array_type_name} "
                     f"(the program was built on the {backend.name} backend), "
                     f"got {type(value).__module__}.{type(value).__qualname__}"
                 )
             shape = tuple(value.shape)
             if shape != expected.shape:
                 raise ValueError(
-                    f"input {name!r}: expected shape {expected.shape}, got {shape}"
+                    f"input {label}: expected shape {expected.shape}, got {shape}"
                 )
             kind = backend.dtype_kind(value)
             if kind != expected.kind:
                 raise TypeError(
-                    f"input {name!r}: expected a {expected.kind} array "
+                    f"input {label}: expected a {expected.kind} array "
                     f"({expected}), got dtype {value.dtype}"
                 )
             values.append(value)

@@ -1,6 +1,323 @@
-"""``trace_function``: record the ``funsor.ops`` applications a function
-makes on concrete arrays. (Placeholder until the tracer lands.)"""
+"""``trace_function``: run a function on concrete arrays and record every
+``funsor.ops`` application, into an :class:`~funsor_lowering.OpProgram`.
+
+Two things make the capture complete:
+
+- :class:`OpRecorder` wraps ``funsor.ops.Op.__call__`` while tracing and
+  records each outermost op application (op, parameters, arguments, result);
+- :class:`TracingInterpretation` evaluates funsor terms over ``Tensor`` s with
+  the compiler's lowering rules, which compute through ``funsor.ops`` only,
+  where funsor's eager patterns call the backend directly (opt_einsum with a
+  backend string, ``.data`` indexing and reshaping).
+
+An output that depends on an array computed outside recorded ops raises an
+error naming it, unless ``allow_constants=True`` makes it a constant.
+Random ops (``ops.randn``) are recorded as operations, never as constants.
+
+Example::
+
+    >>> import numpy as np
+    >>> from funsor import ops
+    >>> def fn(a, x):
+    ...     y = ops.exp(ops.matmul(a, x))
+    ...     return {"y": y, "total": ops.sum(y)}
+    >>> program = trace_function(fn, {"a": np.eye(2), "x": np.zeros(2)})
+    >>> program(a=np.eye(2), x=np.ones(2))["total"]
+    array(5.43656366)
+"""
+
+import numbers
+
+from funsor import ops
+from funsor.interpretations import Interpretation, eager, reflect
+from funsor.ops.op import Op
+from funsor.tensor import Tensor
+from funsor.terms import Align, Funsor, Number, Slice, Tuple, Variable
+from funsor.typing import get_origin
+from funsor.util import get_backend
+
+from . import rules, shapes  # noqa: F401  (register lowering and shape rules)
+from .backends import array_backend
+from .errors import UnsupportedTermError
+from .extra_ops import RandnWithKeyOp
+from .lowering import Lowerer
+from .program import Operation, OpProgram, ValueType, iter_paths, map_leaves
+
+RANDOM_OPS = (ops.RandnOp, RandnWithKeyOp)
+# Ops whose first argument is a prototype: only its type and device matter.
+PROTOTYPE_OPS = (
+    ops.NewArangeOp,
+    ops.NewZerosOp,
+    ops.NewFullOp,
+    ops.NewEyeOp,
+    ops.RandnOp,
+    ops.FullLikeOp,
+)
+
+
+class UntracedValueError(ValueError):
+    """An output depends on an array that no recorded op produced."""
+
+
+class Node:
+    """A recorded value: an input leaf, an op result, or a constant."""
+
+    __slots__ = ("value", "op", "args", "packed", "live", "tainted")
+
+    def __init__(self, value, op=None, args=(), packed=False, live=False, tainted=None):
+        self.value = value
+        self.op = op
+        self.args = args  # Nodes, or plain Python constants
+        self.packed = packed
+        self.live = live  # depends on an input or a random op
+        # (array, op) where it depends on an array no recorded op produced
+        self.tainted = tainted
+
+
+class OpRecorder:
+    """Records the outermost ``funsor.ops`` applications made while active."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.nodes = {}  # id(value) -> Node
+        self.keep = []  # holds values so their ids stay unique
+        self._depth = 0
+        self._original = None
+
+    def node(self, value):
+        return self.nodes.get(id(value))
+
+    def add(self, node):
+        self.nodes[id(node.value)] = node
+        self.keep.append(node.value)
+        return node
+
+    def __enter__(self):
+        self._original = Op.__call__
+        recorder = self
+
+        def traced_call(op, *args, **kwargs):
+            if recorder._depth:
+                return recorder._original(op, *args, **kwargs)
+            recorder._depth += 1
+            try:
+                result = recorder._original(op, *args, **kwargs)
+            finally:
+                recorder._depth -= 1
+            return recorder.record(op, args, kwargs, result)
+
+        Op.__call__ = traced_call
+        return self
+
+    def __exit__(self, *args):
+        Op.__call__ = self._original
+
+    def record(self, op, args, kwargs, result):
+        """Record ``op(*args, **kwargs) == result``; returns the result."""
+        cls = type(op)
+        bound = cls.signature.bind_partial(*args, **kwargs)
+        for key, value in op.defaults.items():
+            bound.arguments.setdefault(key, value)
+        names = list(cls.signature.parameters)
+        params = {k: v for k, v in bound.arguments.items() if k in names[cls.arity :]}
+        try:
+            canonical = cls(**params)
+        except TypeError:  # unhashable parameters: keep the op as called
+            canonical = op
+        operands = list(bound.args[: cls.arity])
+        if isinstance(op, ops.RandnOp) and self._is_array(params.get("rng_key")):
+            # the key is data: an operand (a program input), not a parameter
+            operands.append(params["rng_key"])
+            canonical = RandnWithKeyOp(shape=tuple(params["shape"]))
+        packed = isinstance(op, ops.FinitaryOp)
+        if packed:
+            operands = list(operands[0])
+        arg_nodes = [self.node(a) if self._is_array(a) else None for a in operands]
+        arg_refs = [n if n is not None else a for n, a in zip(arg_nodes, operands)]
+        live = isinstance(op, RANDOM_OPS) or any(
+            n is not None and n.live for n in arg_nodes
+        )
+        tainted = next(
+            (n.tainted for n in arg_nodes if n is not None and n.tainted), None
+        )
+        for i, (n, a) in enumerate(zip(arg_nodes, operands)):
+            if n is None and self._is_array(a) and tainted is None:
+                if not (i == 0 and isinstance(op, PROTOTYPE_OPS)):
+                    tainted = (a, canonical)
+        if isinstance(result, tuple) or not self._is_array(result):
+            return result  # ops returning tuples or non-arrays are not values
+        result = self.backend.as_traceable(result)
+        self.add(Node(result, canonical, tuple(arg_refs), packed, live, tainted))
+        return result
+
+    def _is_array(self, value):
+        return self.backend.is_array(value)
+
+
+class TracingInterpretation(Interpretation):
+    """Evaluates terms over Tensors with the lowering rules (which compute
+    through ``funsor.ops`` only); everything else as funsor's eager."""
+
+    is_total = True
+
+    def __init__(self):
+        super().__init__("tracing")
+
+    # Terms that only name or hold values: funsor's eager builds them.
+    LEAVES = (Tensor, Number, Variable, Slice, Tuple, Align)
+
+    def interpret(self, cls, *args):
+        if issubclass(get_origin(cls), self.LEAVES) or _has_free_variables(args):
+            return eager.interpret(cls, *args)
+
+        term = reflect.interpret(cls, *args)
+        try:
+            lowered = Lowerer(fold=False).lower(term)
+        except (UnsupportedTermError, NotImplementedError):
+            return eager.interpret(cls, *args)
+        expr = getattr(lowered, "expr", None)
+        if not isinstance(expr, (Tensor, Number)):
+            return eager.interpret(cls, *args)
+        if isinstance(expr, Number):
+            return expr
+        return Tensor(expr.data, lowered.batch, term.output.dtype)
+
+
+def _has_free_variables(args):
+    for arg in args:
+        if isinstance(arg, Funsor) and any(
+            d.dtype == "real" for d in arg.inputs.values()
+        ):
+            return True
+        if isinstance(arg, Funsor) and _contains_variable(arg):
+            return True
+        if isinstance(arg, tuple) and _has_free_variables(arg):
+            return True
+    return False
+
+
+def _contains_variable(term):
+    # Bint Variables as values are fine (arange); anything lazy is not.
+    return not isinstance(term, (Tensor, Number)) and bool(term.inputs)
 
 
 def trace_function(fn, kwargs, *, allow_constants=False):
-    raise NotImplementedError("trace_function is not implemented yet")
+    """Trace ``fn(**kwargs)`` on concrete arrays into an :class:`OpProgram`
+    taking and returning the same nesting (of tuples, lists and dicts).
+
+    :param dict kwargs: name -> backend array, or nesting of arrays.
+    :param bool allow_constants: embed arrays that no recorded op produced
+        (computed outside ``funsor.ops``) as constants instead of raising.
+    """
+    if not isinstance(kwargs, dict):
+        raise TypeError(f"trace_function expects a dict of inputs, got {kwargs!r}")
+    backend = array_backend(get_backend())
+    backend.activate()
+    recorder = OpRecorder(backend)
+    input_types = {}
+    for name, value in kwargs.items():
+        for path, leaf in iter_paths(value):
+            if not backend.is_array(leaf):
+                raise TypeError(
+                    f"input {name!r}{''.join(f'[{k!r}]' for k in path)}: expected a "
+                    f"{backend.array_type_name}, got {type(leaf).__name__}"
+                )
+            if recorder.node(leaf) is not None:
+                raise ValueError(f"input {name!r}: the same array is passed twice")
+            recorder.add(Node(leaf, live=True))
+        input_types[name] = map_leaves(
+            lambda a: ValueType(tuple(a.shape), backend.dtype_kind(a)), value
+        )
+    with recorder, TracingInterpretation():
+        result = fn(**kwargs)
+    return _build_program(recorder, kwargs, input_types, result, allow_constants)
+
+
+def _build_program(recorder, kwargs, input_types, result, allow_constants):
+    inputs = [
+        recorder.node(leaf)
+        for value in kwargs.values()
+        for _, leaf in iter_paths(value)
+    ]
+    constants, operations, number = [], [], {}
+
+    def constant(value):
+        constants.append(value)
+        return Ref("c", len(constants) - 1)
+
+    def visit(root, where):
+        """Number every node ``root`` needs (iteratively, in topological order)."""
+        stack = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if id(node) in number:
+                continue
+            if node.tainted is not None and not allow_constants:
+                array, consumer = node.tainted
+                raise _untraced(array, f"{where} (through {consumer!r})")
+            if not node.live:  # computed from constants only: a constant
+                number[id(node)] = constant(node.value)
+                continue
+            pending = [
+                a for a in node.args if isinstance(a, Node) and id(a) not in number
+            ]
+            if pending and not done:
+                stack.append((node, True))
+                stack.extend((a, False) for a in pending)
+                continue
+            args = []
+            for a in node.args:
+                args.append(number[id(a)] if isinstance(a, Node) else constant(a))
+            operations.append((node.op, args, node.packed))
+            number[id(node)] = Ref("o", len(operations) - 1)
+
+    for k, node in enumerate(inputs):
+        number[id(node)] = Ref("i", k)
+
+    def output(value):
+        if isinstance(value, Funsor):
+            raise TypeError(
+                f"trace_function: fn returned a funsor ({type(value).__name__}); "
+                f"return arrays (e.g. its .data)"
+            )
+        node = recorder.node(value) if recorder._is_array(value) else None
+        if node is None and isinstance(value, numbers.Number):
+            return constant(value)
+        if node is None:
+            if not allow_constants:
+                raise _untraced(value, "an output")
+            return constant(value)
+        visit(node, "an output")
+        return number[id(node)]
+
+    structure = map_leaves(output, result)
+    first_input, first_op = len(constants), len(constants) + len(inputs)
+
+    def index(ref):
+        return {"c": 0, "i": first_input, "o": first_op}[ref.kind] + ref.k
+
+    program_ops = [
+        Operation(op, tuple(index(a) for a in args), packed)
+        for op, args, packed in operations
+    ]
+    return OpProgram(constants, input_types, program_ops, map_leaves(index, structure))
+
+
+class Ref:
+    """A value of the program being built: constant, input or operation k."""
+
+    __slots__ = ("kind", "k")
+
+    def __init__(self, kind, k):
+        self.kind, self.k = kind, k
+
+
+def _untraced(value, where):
+    shape = tuple(getattr(value, "shape", ()))
+    dtype = getattr(value, "dtype", type(value).__name__)
+    return UntracedValueError(
+        f"{where} depends on an array (shape {shape}, dtype {dtype}) that was "
+        f"computed outside recorded funsor.ops (e.g. by a backend call on "
+        f"arrays); compute it with funsor.ops, or pass allow_constants=True to "
+        f"embed it as a constant"
+    )

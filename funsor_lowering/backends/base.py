@@ -27,6 +27,11 @@ class ArrayBackend:
         """``"real"``, ``"int"`` or ``"bool"`` for an array of this backend."""
         raise NotImplementedError
 
+    def as_traceable(self, value):
+        """``value`` in a form that keeps its identity when funsor wraps it
+        (numpy scalars become 0-d arrays, which ``Tensor`` does not copy)."""
+        return value
+
     def array_literal(self, value):
         """Return ``(source, imports)``: a Python expression that rebuilds
         ``value`` exactly, and the import lines it needs."""

@@ -50,6 +50,9 @@ class NumpyBackend(ArrayBackend):
     def dtype_kind(self, value):
         return numpy_dtype_kind(value.dtype)
 
+    def as_traceable(self, value):
+        return np.asarray(value) if isinstance(value, np.generic) else value
+
     def array_literal(self, value):
         return numpy_literal(value), ("import numpy as np",)
 
