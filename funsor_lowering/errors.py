@@ -6,7 +6,7 @@ from funsor.typing import get_origin
 SUPPORTED = (
     "real and Bint Variables, Numbers, Tensors, Slice, Unary, Binary, Finitary, "
     "Tuple, Reduce and Contraction over Bint inputs, Subs, Lambda, Independent, "
-    "Stack, Cat, Align, MarkovProduct, Approximate (exact)"
+    "Stack, Cat, Align, MarkovProduct, Approximate (exact), funsor distributions"
 )
 
 # Where support for a funsor term type belongs, by term type name.
@@ -29,6 +29,8 @@ RULE_FILES = {
     "Cat": "indexing.py",
     "Align": "indexing.py",
     "Gaussian": "gaussian.py",
+    "Distribution": "distributions.py",
+    "Approximate": "approximate.py",
 }
 
 
@@ -73,8 +75,16 @@ class UnsupportedTermError(NotImplementedError):
             message += f": {reason}"
         else:
             message += f": no lowering rule matches {name}({signature})"
+        family = next(
+            (
+                c.__name__
+                for c in get_origin(type(term)).__mro__
+                if c.__name__ in RULE_FILES
+            ),
+            name,
+        )
         message += (
             f". Supported: {SUPPORTED}. Support for {name} would go in "
-            f"{rule_file(name)}"
+            f"{rule_file(family)}"
         )
         super().__init__(message)
