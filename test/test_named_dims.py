@@ -146,12 +146,13 @@ def test_reduce_lowers_to_axis_sum():
 
 
 # ---------------------------------------------------------------- contractions
-@pytest.fixture(params=["broadcast", "log-einsum"])
+@pytest.fixture(params=["broadcast", "log-einsum", "mixed"])
 def logspace_steps(request, monkeypatch):
-    """Run log-space contractions both ways: add + logsumexp, and max-shifted
-    einsums (forced by a zero size limit)."""
-    if request.param == "log-einsum":
-        monkeypatch.setattr(contraction, "BROADCAST_LIMIT", 0)
+    """Run log-space contractions three ways: add + logsumexp steps,
+    max-shifted einsum steps (forced by a zero size limit), and a mix (small
+    steps broadcast, larger ones einsum)."""
+    limit = {"broadcast": contraction.BROADCAST_LIMIT, "log-einsum": 0, "mixed": 30}
+    monkeypatch.setattr(contraction, "BROADCAST_LIMIT", limit[request.param])
     return request.param
 
 

@@ -38,8 +38,11 @@ BROADCAST_LIMIT = 1 << 14
 
 
 def combine(op, lhs, rhs):
-    """``op(lhs, rhs)`` for lowered values, broadcasting by name."""
-    batch = union_batch(lhs, rhs)
+    """``op(lhs, rhs)`` for lowered values, broadcasting by name (laid out in
+    the order of the operand with more batch axes, which then needs no
+    permute)."""
+    first, second = (rhs, lhs) if len(rhs.batch) > len(lhs.batch) else (lhs, rhs)
+    batch = union_batch(first, second)
     rank = max(len(lhs.event_shape), len(rhs.event_shape))
     return Lowered(apply(op, align(lhs, batch, rank), align(rhs, batch, rank)), batch)
 
@@ -128,7 +131,17 @@ def logspace_einsum_step(operands, equation, names):
 
 
 def broadcast_step(red_op, bin_op, operands, removed):
-    """``bin_op`` over operands broadcast by name, then reduce ``removed``."""
+    """``bin_op`` over operands broadcast by name, then reduce ``removed``.
+    An input removed here that only one operand has is reduced in that
+    operand first (distributivity), so the broadcast product is smaller."""
+    operands = list(operands)
+    for k, operand in enumerate(operands):
+        others = {n for j, o in enumerate(operands) if j != k for n in o.batch}
+        own = [n for n in removed if n in operand.batch and n not in others]
+        if own and len(operands) > 1:
+            domains = {n: operand.batch[n] for n in own}
+            operands[k] = reduce_batch(red_op, operand, own, domains)
+            removed = [n for n in removed if n not in own]
     product = functools.reduce(functools.partial(combine, bin_op), operands)
     domains = {n: product.batch[n] for n in removed}
     return reduce_batch(red_op, product, list(removed), domains) if removed else product
@@ -153,13 +166,16 @@ def contract_planned(red_op, bin_op, terms, names_reduced):
         union = union_batch(*args)
         removed = [n for n in union if letters[n] not in kept]
         if not logspace:
-            operands.append(einsum_step(args, equation, names))
+            result = einsum_step(args, equation, names)
         elif (
             not removed or math.prod(d.size for d in union.values()) <= BROADCAST_LIMIT
         ):
-            operands.append(broadcast_step(red_op, bin_op, args, removed))
+            result = broadcast_step(red_op, bin_op, args, removed)
         else:
-            operands.append(logspace_einsum_step(args, equation, names))
+            result = logspace_einsum_step(args, equation, names)
+        # Later steps' equations assume this step's output letter order.
+        order = [names[c] for c in equation.split("->")[1]]
+        operands.append(Lowered(align(result, order), {n: union[n] for n in order}))
     (result,) = operands
     return result
 
