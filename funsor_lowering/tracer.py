@@ -97,7 +97,9 @@ class OpRecorder:
         recorder = self
 
         def traced_call(op, *args, **kwargs):
-            if recorder._depth:
+            if recorder._depth or _on_funsors(args):
+                # inside a recorded op; or an op on funsors, which builds a
+                # term whose evaluation records its own ops
                 return recorder._original(op, *args, **kwargs)
             recorder._depth += 1
             try:
@@ -152,6 +154,14 @@ class OpRecorder:
 
     def _is_array(self, value):
         return self.backend.is_array(value)
+
+
+def _on_funsors(args):
+    return any(
+        isinstance(a, Funsor)
+        or (isinstance(a, (tuple, list)) and any(isinstance(b, Funsor) for b in a))
+        for a in args
+    )
 
 
 class TracingInterpretation(Interpretation):

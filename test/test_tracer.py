@@ -8,6 +8,7 @@ import funsor
 import numpy as np
 import pytest
 from funsor import ops
+from funsor.adjoint import AdjointTape, forward_backward
 from funsor.domains import Real, Reals
 from funsor.interpretations import reflect
 from funsor.op_factory import make_op
@@ -155,3 +156,43 @@ def test_bad_inputs():
         trace_function(lambda x: x, [backend_randn(2)])
     with pytest.raises(TypeError, match=r"input 'x'.*expected a"):
         trace_function(lambda x: x, {"x": [1.0, 2.0]})
+
+
+def marginals(f, g, h):
+    """funsor.adjoint over Tensors: the partition function and the adjoint
+    (marginal message) of every factor."""
+    factors = [Tensor(f)["x"], Tensor(g)["x", "y"], Tensor(h)["y", "z", "i"]]
+    with AdjointTape() as tape:
+        z = sum_product(
+            ops.logaddexp, ops.add, factors, frozenset("xyz"), frozenset("i")
+        )
+    adjoints = tape.adjoint(ops.logaddexp, ops.add, z, targets=factors)
+    names = ["f", "g", "h"]
+    return {
+        "z": z.data,
+        "marginals": {n: adjoints[t].data for n, t in zip(names, factors)},
+    }
+
+
+def test_adjoint_marginals_are_traced():
+    check_traced(marginals, {"f": (2,), "g": (2, 3), "h": (3, 4, 2)}, rtol=1e-4)
+
+
+def test_forward_backward_is_traced():
+    def fn(f, g):
+        factors = Tensor(f)["x"] + Tensor(g)["x", "y"]
+        forward, backward = forward_backward(ops.logaddexp, ops.add, factors)
+        return forward.data, [v.data for v in backward.values()]
+
+    check_traced(fn, {"f": (3,), "g": (3, 4)}, rtol=1e-4)
+
+
+def test_adjoint_tape_inside_compile_function_is_refused():
+    from funsor.domains import Reals
+
+    def fn(f, g, h):
+        with AdjointTape():
+            return f.sum()
+
+    with pytest.raises(NotImplementedError, match="AdjointTape.*trace_function"):
+        compile_function(fn, f=Reals[2], g=Reals[2], h=Reals[2])

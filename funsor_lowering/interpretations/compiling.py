@@ -19,6 +19,7 @@ Example::
     array(6.)
 """
 
+from funsor.adjoint import AdjointTape
 from funsor.interpretations import Interpretation, eager, normalize, reflect
 from funsor.terms import Funsor, Subs
 
@@ -53,7 +54,8 @@ class ConcreteValueGuard:
     """While a compiling block is open, ``float()``, ``int()``, ``bool()``
     and ``.item()`` of a funsor with free real inputs raise a ``TypeError``
     that says why and points to ``trace_function`` (funsor's own errors
-    there are about argument types or ambiguous truth values)."""
+    there are about argument types or ambiguous truth values), and so does
+    entering an ``AdjointTape`` (with ``NotImplementedError``)."""
 
     METHODS = ("__float__", "__int__", "__index__", "__bool__", "item")
     _depth = 0
@@ -65,6 +67,8 @@ class ConcreteValueGuard:
             for name in cls.METHODS:
                 cls._saved[name] = Funsor.__dict__.get(name)
                 setattr(Funsor, name, cls._guard(name, cls._saved[name]))
+            cls._saved_tape_enter = AdjointTape.__enter__
+            AdjointTape.__enter__ = _refuse_adjoint_tape
         cls._depth += 1
 
     @classmethod
@@ -76,6 +80,7 @@ class ConcreteValueGuard:
                     delattr(Funsor, name)
                 else:
                     setattr(Funsor, name, original)
+            AdjointTape.__enter__ = cls._saved_tape_enter
 
     @staticmethod
     def _guard(name, original):
@@ -99,6 +104,16 @@ class ConcreteValueGuard:
 
         guarded.__name__ = name
         return guarded
+
+
+def _refuse_adjoint_tape(tape):
+    raise NotImplementedError(
+        "funsor.adjoint.AdjointTape (forward_backward, adjoint) inside "
+        "compile_function / compiling: funsor 0.4.8's adjoint needs eager "
+        "values (over symbolic terms its bound-variable bookkeeping gives "
+        "wrong marginals). Use funsor_lowering.trace_function on a function "
+        "of arrays that builds Tensors; it records the adjoint computation."
+    )
 
 
 class CompilingInterpretation(Interpretation):
