@@ -124,12 +124,12 @@ class OpRecorder:
         params = {k: v for k, v in bound.arguments.items() if k in names[cls.arity :]}
         try:
             canonical = cls(**params)
-        except TypeError:  # unhashable parameters: keep the op as called
-            canonical = op
+        except TypeError:  # unhashable parameters (arrays, lists): no op to replay
+            canonical = None
         operands = list(bound.args[: cls.arity])
         if isinstance(op, ops.RandnOp) and self._is_array(params.get("rng_key")):
             # the key is data: an operand (a program input), not a parameter
-            operands.append(params["rng_key"])
+            operands.append(params.pop("rng_key"))
             canonical = RandnWithKeyOp(shape=tuple(params["shape"]))
         packed = isinstance(op, ops.FinitaryOp)
         if packed:
@@ -145,7 +145,14 @@ class OpRecorder:
         for i, (n, a) in enumerate(zip(arg_nodes, operands)):
             if n is None and self._is_array(a) and tainted is None:
                 if not (i == 0 and isinstance(op, PROTOTYPE_OPS)):
-                    tainted = (a, canonical)
+                    tainted = (a, canonical or op)
+        for value in params.values():
+            if self._is_array(value):  # data as a parameter
+                node = self.node(value)
+                if node is None and tainted is None:
+                    tainted = (value, op)
+                elif node is not None and node.live:
+                    canonical, live = None, True  # cannot be replayed
         if isinstance(result, tuple) or not self._is_array(result):
             return result  # ops returning tuples or non-arrays are not values
         result = self.backend.as_traceable(result)
@@ -268,6 +275,12 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
             if not node.live:  # computed from constants only: a constant
                 number[id(node)] = constant(node.value)
                 continue
+            if node.op is None:
+                raise NotImplementedError(
+                    f"{where} depends on a call of an op whose parameters are "
+                    f"computed arrays or unhashable values, which a program "
+                    f"cannot replay; pass such values as operands"
+                )
             pending = [
                 a for a in node.args if isinstance(a, Node) and id(a) not in number
             ]

@@ -196,3 +196,12 @@ def test_adjoint_tape_inside_compile_function_is_refused():
 
     with pytest.raises(NotImplementedError, match="AdjointTape.*trace_function"):
         compile_function(fn, f=Reals[2], g=Reals[2], h=Reals[2])
+
+
+def test_op_with_array_parameters_is_refused():
+    def fn(x):
+        # the fill value is an array parameter: no op instance can hold it
+        return ops.add(x, ops.new_full(x, (3,), ops.sum(x)))
+
+    with pytest.raises(NotImplementedError, match="parameters are computed arrays"):
+        trace_function(fn, {"x": backend_randn(3)})
