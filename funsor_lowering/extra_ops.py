@@ -32,12 +32,20 @@ def find_domain_take(op, x, index):
 
 __all__ = [
     "DistributionLogProbOp",
+    "DistributionSampleOp",
     "RandnWithKeyOp",
     "TakeOp",
     "distribution_log_prob",
+    "distribution_sample",
     "randn_with_key",
     "take",
 ]
+
+
+def _backend_distribution(dist_class, names, params, event_rank):
+    dist = dist_class(**dict(zip(names, params)))
+    extra = event_rank - len(dist.event_shape)
+    return dist.to_event(extra) if extra > 0 else dist
 
 
 @ops.FinitaryOp.make(module_name="funsor_lowering.extra_ops")
@@ -46,11 +54,7 @@ def distribution_log_prob(args, dist_class=None, names=(), event_rank=0):
     the distribution's event made ``event_rank`` dims (``to_event``), as
     funsor's ``to_data`` of a distribution builds it."""
     *params, value = args
-    dist = dist_class(**dict(zip(names, params)))
-    extra = event_rank - len(dist.event_shape)
-    if extra > 0:
-        dist = dist.to_event(extra)
-    return dist.log_prob(value)
+    return _backend_distribution(dist_class, names, params, event_rank).log_prob(value)
 
 
 DistributionLogProbOp = type(distribution_log_prob)
@@ -63,6 +67,25 @@ def find_domain_distribution_log_prob(op, domains):
     *params, value = domains
     event_rank = op.defaults["event_rank"]
     return Array["real", tuple(value.shape[: len(value.shape) - event_rank])]
+
+
+@ops.FinitaryOp.make(module_name="funsor_lowering.extra_ops")
+def distribution_sample(
+    args, dist_class=None, names=(), event_rank=0, sample_shape=(), keyed=False
+):
+    """A draw of shape ``sample_shape + batch + event`` from the backend
+    distribution built from ``args`` (its parameters, then the rng key when
+    ``keyed``, as jax needs): ``rsample`` where the distribution has it, else
+    ``sample`` (detached). A random op: never folded."""
+    params, key = (args[:-1], args[-1]) if keyed else (args, None)
+    dist = _backend_distribution(dist_class, names, params, event_rank)
+    draw_args = (key, sample_shape) if keyed else (sample_shape,)
+    if dist.has_rsample:
+        return dist.rsample(*draw_args)
+    return ops.detach(dist.sample(*draw_args))
+
+
+DistributionSampleOp = type(distribution_sample)
 
 
 @ops.BinaryOp.make(module_name="funsor_lowering.extra_ops")

@@ -27,8 +27,11 @@ Example::
 """
 
 import numbers
+from collections import OrderedDict
 
+import funsor.delta
 from funsor import ops
+from funsor.distribution import Distribution
 from funsor.interpretations import Interpretation, eager, reflect
 from funsor.ops.op import Op
 from funsor.tensor import Tensor
@@ -39,11 +42,12 @@ from funsor.util import get_backend
 from . import rules, shapes  # noqa: F401  (register lowering and shape rules)
 from .backends import array_backend
 from .errors import UnsupportedTermError
-from .extra_ops import RandnWithKeyOp
+from .extra_ops import DistributionLogProbOp, DistributionSampleOp, RandnWithKeyOp
+from .layout import union_batch
 from .lowering import Lowerer
 from .program import Operation, OpProgram, ValueType, iter_paths, map_leaves
 
-RANDOM_OPS = (ops.RandnOp, RandnWithKeyOp)
+RANDOM_OPS = (ops.RandnOp, RandnWithKeyOp, DistributionSampleOp)
 # Ops whose first argument is a prototype: only its type and device matter.
 PROTOTYPE_OPS = (
     ops.NewArangeOp,
@@ -218,6 +222,47 @@ def _contains_variable(term):
     return not isinstance(term, (Tensor, Number)) and bool(term.inputs)
 
 
+def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
+    """``Distribution._sample`` while tracing: the draw is one recorded random
+    op on the parameters' data (funsor's own calls the backend sampler on
+    them directly, outside ``funsor.ops``)."""
+    from .rules.distributions import parameter_operands
+
+    value = self.value
+    if not isinstance(value, Variable) or value.name not in sampled_vars:
+        return _ORIGINAL_SAMPLE(self, sampled_vars, sample_inputs, rng_key)
+    lowerer = Lowerer(fold=False)
+    params = [lowerer.lower(p) for p in self._ast_values[:-1]]
+    batch = union_batch(*params)
+    names, exprs = parameter_operands(self, params, batch)
+    operands = [e.data for e in exprs]
+    keyed = get_backend() == "jax"
+    event_rank = len(value.output.shape)
+    op = DistributionSampleOp(
+        dist_class=self.dist_class,
+        names=names,
+        event_rank=event_rank,
+        sample_shape=tuple(d.size for d in sample_inputs.values()),
+        keyed=keyed,
+    )
+    draw = op(tuple(operands) + ((rng_key,) if keyed else ()))
+    inputs = OrderedDict(sample_inputs)
+    inputs.update(batch)
+    point = Tensor(draw, inputs, value.output.dtype)
+    raw = op.defaults["dist_class"](**dict(zip(names, operands)))
+    if raw.has_rsample:
+        return funsor.delta.Delta(value.name, point)
+    # Score-function (DiCE) factor, as funsor's own sampler adds.
+    log_prob = DistributionLogProbOp(
+        dist_class=self.dist_class, names=names, event_rank=event_rank
+    )(tuple(operands) + (draw,))
+    dice = Tensor(ops.sub(log_prob, ops.detach(log_prob)), inputs)
+    return funsor.delta.Delta(value.name, point, dice)
+
+
+_ORIGINAL_SAMPLE = Distribution._sample
+
+
 def trace_function(fn, kwargs, *, allow_constants=False):
     """Trace ``fn(**kwargs)`` on concrete arrays into an :class:`OpProgram`
     taking and returning the same nesting (of tuples, lists and dicts).
@@ -245,8 +290,12 @@ def trace_function(fn, kwargs, *, allow_constants=False):
         input_types[name] = map_leaves(
             lambda a: ValueType(tuple(a.shape), backend.dtype_kind(a)), value
         )
-    with recorder, TracingInterpretation():
-        result = fn(**kwargs)
+    Distribution._sample = traced_distribution_sample
+    try:
+        with recorder, TracingInterpretation():
+            result = fn(**kwargs)
+    finally:
+        Distribution._sample = _ORIGINAL_SAMPLE
     return _build_program(recorder, kwargs, input_types, result, allow_constants)
 
 

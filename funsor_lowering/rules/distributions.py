@@ -11,12 +11,10 @@ from ..layout import align_expanded, apply_finitary, reshape, union_batch
 from ..lowering import Lowered, lowering_rule
 
 
-@lowering_rule(Distribution, [object])
-def lower_distribution(term, *args):
-    # The value may be any expression: at concrete inputs funsor's eager
-    # evaluation sees a Tensor value and takes its log_prob directly.
-    *params, value = args
-    batch = union_batch(*args)
+def parameter_operands(term, params, batch):
+    """The distribution's lowered parameters laid out as the backend
+    distribution takes them: batch axes (``batch``) first, singleton
+    independent dims added between the batch and event dims."""
     domains = {k: v.output for k, v in term.params.items()}
     indep_shape, _ = infer_shapes(term.dist_class, domains)
     names = tuple(term._ast_fields[:-1])
@@ -24,12 +22,21 @@ def lower_distribution(term, *args):
     for name, param, raw in zip(names, params, term._ast_values[:-1]):
         event = getattr(term._infer_param_domain(name, raw.output.shape), "shape", ())
         indep = raw.output.shape[: len(raw.output.shape) - len(event)]
-        # Singleton independent dims, between the batch and the event dims.
         pad = max(0, len(indep_shape) - len(indep))
         expr = align_expanded(param, batch, param.event_shape)
         shape = expr.output.shape
         nb = len(batch)
         exprs.append(reshape(expr, shape[:nb] + (1,) * pad + shape[nb:]))
+    return names, exprs
+
+
+@lowering_rule(Distribution, [object])
+def lower_distribution(term, *args):
+    # The value may be any expression: at concrete inputs funsor's eager
+    # evaluation sees a Tensor value and takes its log_prob directly.
+    *params, value = args
+    batch = union_batch(*args)
+    names, exprs = parameter_operands(term, params, batch)
     exprs.append(align_expanded(value, batch, value.event_shape))
     op = DistributionLogProbOp(
         dist_class=term.dist_class,
