@@ -52,13 +52,22 @@ def structure_source(structure, names):
 OP_MODULES = ((ops, "ops"), (extra_ops, "extra_ops"))
 
 
+def module_op_source(op):
+    """``ops.<name>`` (or ``extra_ops.<name>``) when ``op`` is that module's
+    default instance of its op, else ``None``."""
+    for module, alias in OP_MODULES:
+        if getattr(module, op.name, None) is op:
+            return f"{alias}.{op.name}"
+    return None
+
+
 def op_source(op):
     """A Python expression, in terms of ``funsor.ops`` as ``ops`` (or
     :mod:`funsor_lowering.extra_ops` as ``extra_ops``), that evaluates to
     ``op`` itself (parameters included)."""
-    for module, alias in OP_MODULES:
-        if getattr(module, op.name, None) is op:
-            return f"{alias}.{op.name}"
+    source = module_op_source(op)
+    if source is not None:
+        return source
     cls = type(op)
     found = [(m, a) for m, a in OP_MODULES if getattr(m, cls.__name__, None) is cls]
     if not found:
@@ -95,10 +104,9 @@ def generate_function_source(program, name, *, standalone, resolved=None):
 
     def op_name(op):
         if op not in op_names:
-            if standalone and getattr(ops, op.name, None) is op:
-                op_names[op] = f"ops.{op.name}"
-            elif standalone and getattr(extra_ops, op.name, None) is op:
-                op_names[op] = f"extra_ops.{op.name}"
+            source = module_op_source(op) if standalone else None
+            if source is not None:
+                op_names[op] = source
             else:
                 hint = f"{op.name}_op" if standalone else f"_{op.name}"
                 op_names[op] = namespace.create(hint)
@@ -145,11 +153,13 @@ def generate_function_source(program, name, *, standalone, resolved=None):
             globals_[base] = impl
             params = []
             for i, value in enumerate(extra):
-                params.append(namespace.create(f"{base}_p{i}"))
-                globals_[params[-1]] = value
+                var = namespace.create(f"{base}_p{i}")
+                globals_[var] = value
+                params.append(var)
             for k, value in kwargs.items():
-                params.append(f"{k}={namespace.create(f'{base}_{k}')}")
-                globals_[params[-1].split("=")[1]] = value
+                var = namespace.create(f"{base}_{k}")
+                globals_[var] = value
+                params.append(f"{k}={var}")
             impl_names[key] = (base, params)
         base, params = impl_names[key]
         return f"{base}({', '.join([args] + params)})"
@@ -168,15 +178,23 @@ def generate_function_source(program, name, *, standalone, resolved=None):
     return "\n".join(lines), globals_
 
 
+def bind_call(op, args, kwargs=None):
+    """``op(*args, **kwargs)``'s arguments bound as funsor's ``Op.__call__``
+    binds them: an ``inspect.BoundArguments`` with the op's parameters
+    (``op.defaults``) filled in."""
+    bound = type(op).signature.bind_partial(*args, **(kwargs or {}))
+    for key, value in op.defaults.items():
+        bound.arguments.setdefault(key, value)
+    return bound
+
+
 def resolve(op, args, backend):
     """``(implementation, extra_args, kwargs)`` such that
     ``implementation(*args, *extra_args, **kwargs)`` is what ``op(*args)``
     computes: funsor's op dispatch and parameter binding, done once. The
     backend may supply a faster implementation for arrays of its own."""
     cls = type(op)
-    bound = cls.signature.bind_partial(*args)
-    for key, value in op.defaults.items():
-        bound.arguments.setdefault(key, value)
+    bound = bind_call(op, args)
     call_args, call_kwargs = bound.args, bound.kwargs
     impl = backend.fast_implementations.get(cls)
     if impl is None or not all(backend.is_array(a) for a in call_args[: cls.arity]):

@@ -27,7 +27,7 @@ from funsor.domains import find_domain
 from funsor.tensor import Tensor
 from funsor.terms import Binary, Finitary, Number, Unary
 
-from .lowering import build
+from .lowering import Lowered, build
 
 
 def is_constant(expr):
@@ -191,6 +191,16 @@ def align(lowered, names, event_rank=None, *, implicit_leading=True):
     while implicit_leading and axes and axes[0][1]:
         axes.pop(0)
     return reshape(expr, tuple(size for size, _ in axes))
+
+
+def combine(op, lhs, rhs):
+    """``op(lhs, rhs)`` for lowered values, broadcasting by name (laid out in
+    the order of the operand with more batch axes, which then needs no
+    permute)."""
+    first, second = (rhs, lhs) if len(rhs.batch) > len(lhs.batch) else (lhs, rhs)
+    batch = union_batch(first, second)
+    rank = max(len(lhs.event_shape), len(rhs.event_shape))
+    return Lowered(apply(op, align(lhs, batch, rank), align(rhs, batch, rank)), batch)
 
 
 def align_expanded(lowered, batch, event_shape):

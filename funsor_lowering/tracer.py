@@ -41,11 +41,19 @@ from funsor.util import get_backend
 
 from . import rules, shapes  # noqa: F401  (register lowering and shape rules)
 from .backends import array_backend
+from .codegen import bind_call
 from .errors import UnsupportedTermError
 from .extra_ops import DistributionLogProbOp, DistributionSampleOp, RandnWithKeyOp
-from .layout import union_batch
+from .layout import align, union_batch
 from .lowering import Lowerer
-from .program import Operation, OpProgram, ValueType, iter_paths, map_leaves
+from .program import (
+    Operation,
+    OpProgram,
+    ValueType,
+    iter_paths,
+    map_leaves,
+    path_suffix,
+)
 
 RANDOM_OPS = (ops.RandnOp, RandnWithKeyOp, DistributionSampleOp)
 # Ops whose first argument is a prototype: only its type and device matter.
@@ -121,9 +129,7 @@ class OpRecorder:
     def record(self, op, args, kwargs, result):
         """Record ``op(*args, **kwargs) == result``; returns the result."""
         cls = type(op)
-        bound = cls.signature.bind_partial(*args, **kwargs)
-        for key, value in op.defaults.items():
-            bound.arguments.setdefault(key, value)
+        bound = bind_call(op, args, kwargs)
         names = list(cls.signature.parameters)
         params = {k: v for k, v in bound.arguments.items() if k in names[cls.arity :]}
         try:
@@ -196,30 +202,29 @@ class TracingInterpretation(Interpretation):
             lowered = Lowerer(fold=False).lower(term)
         except (UnsupportedTermError, NotImplementedError):
             return eager.interpret(cls, *args)
-        expr = getattr(lowered, "expr", None)
-        if not isinstance(expr, (Tensor, Number)):
+        if not isinstance(getattr(lowered, "expr", None), (Tensor, Number)):
             return eager.interpret(cls, *args)
+        # Inputs in the term's own order, as funsor's eager lays them out (the
+        # lowering's internal layout must not show in .data). An exact
+        # Approximate keeps only its model's inputs, hence the filter.
+        order = tuple(n for n in term.inputs if n in lowered.batch)
+        expr = align(lowered, order)
         if isinstance(expr, Number):
             return expr
-        return Tensor(expr.data, lowered.batch, term.output.dtype)
+        inputs = OrderedDict((n, lowered.batch[n]) for n in order)
+        return Tensor(expr.data, inputs, term.output.dtype)
 
 
 def _has_free_variables(args):
+    """Whether an argument is a lazy term with free inputs (a Variable, or a
+    term over one); Tensors' named inputs are data, not free variables."""
     for arg in args:
-        if isinstance(arg, Funsor) and any(
-            d.dtype == "real" for d in arg.inputs.values()
-        ):
-            return True
-        if isinstance(arg, Funsor) and _contains_variable(arg):
-            return True
+        if isinstance(arg, Funsor) and not isinstance(arg, (Tensor, Number)):
+            if arg.inputs:
+                return True
         if isinstance(arg, tuple) and _has_free_variables(arg):
             return True
     return False
-
-
-def _contains_variable(term):
-    # Bint Variables as values are fine (arange); anything lazy is not.
-    return not isinstance(term, (Tensor, Number)) and bool(term.inputs)
 
 
 def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
@@ -249,7 +254,7 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
     inputs = OrderedDict(sample_inputs)
     inputs.update(batch)
     point = Tensor(draw, inputs, value.output.dtype)
-    raw = op.defaults["dist_class"](**dict(zip(names, operands)))
+    raw = self.dist_class(**dict(zip(names, operands)))
     if raw.has_rsample:
         return funsor.delta.Delta(value.name, point)
     # Score-function (DiCE) factor, as funsor's own sampler adds.
@@ -281,7 +286,7 @@ def trace_function(fn, kwargs, *, allow_constants=False):
         for path, leaf in iter_paths(value):
             if not backend.is_array(leaf):
                 raise TypeError(
-                    f"input {name!r}{''.join(f'[{k!r}]' for k in path)}: expected a "
+                    f"input {name!r}{path_suffix(path)}: expected a "
                     f"{backend.array_type_name}, got {type(leaf).__name__}"
                 )
             if recorder.node(leaf) is not None:

@@ -24,11 +24,12 @@ from funsor.interpretations import Interpretation, eager, normalize, reflect
 from funsor.terms import Funsor, Subs
 
 from ..compiler import compile_structure
+from ..lowering import has_real_inputs
 
 
 def _has_real_inputs(arg):
     if isinstance(arg, Funsor):
-        return any(d.dtype == "real" for d in arg.inputs.values())
+        return has_real_inputs(arg)
     if isinstance(arg, tuple):
         return any(_has_real_inputs(a) for a in arg)
     return False

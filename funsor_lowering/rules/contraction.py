@@ -23,7 +23,7 @@ from funsor.cnf import Contraction
 from funsor.ops import AssociativeOp
 from funsor.terms import Funsor
 
-from ..layout import align, apply, apply_finitary, reshape, union_batch
+from ..layout import align, apply, apply_finitary, combine, reshape, union_batch
 from ..lowering import Lowered, lowering_rule
 from .elementwise import require_values
 from .reductions import reduce_batch, unsupported_reduction
@@ -35,16 +35,6 @@ _LETTERS = string.ascii_letters
 # A log-space step whose broadcast product has at most this many elements is
 # lowered as add + logsumexp (3 ops) rather than a max-shifted einsum (~12).
 BROADCAST_LIMIT = 1 << 14
-
-
-def combine(op, lhs, rhs):
-    """``op(lhs, rhs)`` for lowered values, broadcasting by name (laid out in
-    the order of the operand with more batch axes, which then needs no
-    permute)."""
-    first, second = (rhs, lhs) if len(rhs.batch) > len(lhs.batch) else (lhs, rhs)
-    batch = union_batch(first, second)
-    rank = max(len(lhs.event_shape), len(rhs.event_shape))
-    return Lowered(apply(op, align(lhs, batch, rank), align(rhs, batch, rank)), batch)
 
 
 def _least_flops_greedy(inputs, output, size_dict, memory_limit=None):

@@ -17,6 +17,7 @@ from ..layout import (
     apply,
     apply_finitary,
     broadcast_shape,
+    combine,
     reshape,
     union_batch,
 )
@@ -65,9 +66,7 @@ def lower_binary(term, op, lhs, rhs):
         raise UnsupportedTermError(
             term, f"no batch rule for binary {op!r} (see funsor_lowering/batching.py)"
         )
-    batch = union_batch(lhs, rhs)
-    rank = max(len(lhs.event_shape), len(rhs.event_shape))
-    return Lowered(apply(op, align(lhs, batch, rank), align(rhs, batch, rank)), batch)
+    return combine(op, lhs, rhs)
 
 
 @lowering_rule(Binary, MatmulOp, Funsor, Funsor)
