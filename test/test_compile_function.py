@@ -115,12 +115,17 @@ def factors_of(f, g, h):
 FACTOR_DOMAINS = {"f": Reals[2], "g": Reals[2, 3], "h": Reals[3, 4, 5]}
 
 
+def log_sum_product(f, g, h, eliminate, plates=frozenset()):
+    """The log-space sum_product of the factors of ``f``, ``g``, ``h``."""
+    factors = factors_of(f, g, h)
+    return sum_product(ops.logaddexp, ops.add, factors, eliminate, plates)
+
+
 def plated_sum_product(eliminate):
     """A function of the factors' data: their sum_product over plate i."""
 
     def fn(f, g, h):
-        factors = factors_of(f, g, h)
-        return sum_product(ops.logaddexp, ops.add, factors, eliminate, frozenset("i"))
+        return log_sum_product(f, g, h, eliminate, frozenset("i"))
 
     return fn
 
@@ -196,14 +201,7 @@ def test_markov_product():
 def test_lazy_build_with_apply_optimizer():
     def fn(f, g, h):
         with reflect:
-            expr = sum_product(
-                ops.logaddexp,
-                ops.add,
-                factors_of(f, g, h),
-                frozenset("xyz"),
-                frozenset(),
-            )
-            return apply_optimizer(expr)
+            return apply_optimizer(log_sum_product(f, g, h, frozenset("xyz")))
 
     check_function(fn, rtol=1e-4, **FACTOR_DOMAINS)
 
@@ -211,20 +209,8 @@ def test_lazy_build_with_apply_optimizer():
 def test_memoize_composes():
     def fn(f, g, h):
         with memoize():
-            a = sum_product(
-                ops.logaddexp,
-                ops.add,
-                factors_of(f, g, h),
-                frozenset("xy"),
-                frozenset(),
-            )
-            b = sum_product(
-                ops.logaddexp,
-                ops.add,
-                factors_of(f, g, h),
-                frozenset("xy"),
-                frozenset(),
-            )
+            a = log_sum_product(f, g, h, frozenset("xy"))
+            b = log_sum_product(f, g, h, frozenset("xy"))
         return a, b
 
     program = check_function(fn, rtol=1e-4, **FACTOR_DOMAINS)
