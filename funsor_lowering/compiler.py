@@ -23,7 +23,7 @@ from funsor.util import get_backend
 from . import rules, shapes  # noqa: F401  (register lowering and shape rules)
 from .backends import array_backend
 from .errors import short_repr
-from .layout import align
+from .layout import align, align_expanded
 from .lowering import LoweredTuple, build, lower_term
 from .program import Operation, OpProgram, ValueType, iter_leaves, map_leaves
 
@@ -61,12 +61,18 @@ def finalize(lowered, term):
     if isinstance(lowered, LoweredTuple):
         items = tuple(finalize(x, t) for x, t in zip(lowered.items, term.args))
         return build(Tuple, tuple(items))
-    order = tuple(k for k, d in term.inputs.items() if d.dtype != "real")
-    if set(order) != set(lowered.batch):
+    batch = OrderedDict((k, d) for k, d in term.inputs.items() if d.dtype != "real")
+    if not set(lowered.batch) <= set(batch):
         raise AssertionError(
-            f"lowering bug: batch {tuple(lowered.batch)} for inputs {order} of {term}"
+            f"lowering bug: batch {tuple(lowered.batch)} for inputs "
+            f"{tuple(batch)} of {term}"
         )
-    return align(lowered, order)
+    if len(lowered.batch) < len(batch):
+        # The term declares inputs its value is constant along (funsor's lazy
+        # Approximate claims its guide's inputs; eager returns the model):
+        # broadcast, as funsor aligns such a value against others.
+        return align_expanded(lowered, batch, term.output.shape)
+    return align(lowered, tuple(batch))
 
 
 def lower(expr, *, memo=None):
@@ -225,6 +231,11 @@ def compile_function(fn=None, **domains):
     lists and dicts of funsors; the program takes the real-valued keywords
     as arrays and returns the same nesting of arrays. Also a decorator.
 
+    Code that funsor runs on concrete values only (``funsor.adjoint``'s
+    tape, sampling under ``MonteCarlo``) is traced instead: ``fn`` runs
+    eagerly on ``Tensor`` s of example arrays while every op is recorded
+    (see :func:`funsor_lowering.tracer.trace_on_examples`); random draws stay live.
+
     Example::
 
         >>> import numpy as np
@@ -238,11 +249,17 @@ def compile_function(fn=None, **domains):
     if fn is None:
         return functools.partial(compile_function, **domains)
     from .interpretations import CompilingInterpretation
+    from .interpretations.compiling import NeedsEagerValues
 
     variables = {name: Variable(name, domain) for name, domain in domains.items()}
     interp = CompilingInterpretation()
-    with interp:
-        result = fn(**variables)
+    try:
+        with interp:
+            result = fn(**variables)
+    except NeedsEagerValues:
+        from .tracer import trace_on_examples
+
+        return trace_on_examples(fn, domains)
     return interp.compile(result, inputs=domains)
 
 

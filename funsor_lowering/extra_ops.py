@@ -4,6 +4,11 @@ neutral array syntax, with shape rules. Funsor evaluates them like any op.
 - ``take(x, index)``: ``x[index]``, rows of ``x`` picked by an integer array
   (the one gather a lowered program needs; funsor's ``GetitemOp`` means a
   scalar index whose batch dims are named, so it cannot express this).
+- ``distribution_log_prob`` / ``distribution_sample``: a backend
+  distribution's density and draws, as funsor's distribution terms compute
+  them from their parameters.
+- ``categorical_sample``, ``randn_with_key``, ``split_key``: random draws
+  and jax keys as operands, so the tracer records them as live operations.
 
 Example::
 
@@ -13,6 +18,7 @@ Example::
            [1, 2]])
 """
 
+import numpy as np
 from funsor import ops
 from funsor.domains import Array, find_domain
 
@@ -31,13 +37,17 @@ def find_domain_take(op, x, index):
 
 
 __all__ = [
+    "CategoricalSampleOp",
     "DistributionLogProbOp",
     "DistributionSampleOp",
     "RandnWithKeyOp",
+    "SplitKeyOp",
     "TakeOp",
+    "categorical_sample",
     "distribution_log_prob",
     "distribution_sample",
     "randn_with_key",
+    "split_key",
     "take",
 ]
 
@@ -101,3 +111,45 @@ RandnWithKeyOp = type(randn_with_key)
 @find_domain.register(RandnWithKeyOp)
 def find_domain_randn_with_key(op, prototype, rng_key):
     return Array["real", tuple(op.defaults["shape"])]
+
+
+@ops.UnaryOp.make(module_name="funsor_lowering.extra_ops")
+def split_key(key, index=0, num=2):
+    """Row ``index`` of ``jax.random.split(key, num)``: a fresh key derived
+    from ``key`` (the jax backend registers the implementation)."""
+    raise NotImplementedError(
+        f"split_key needs a jax PRNG key, got {type(key).__name__}"
+    )
+
+
+SplitKeyOp = type(split_key)
+
+
+@find_domain.register(SplitKeyOp)
+def find_domain_split_key(op, key):
+    return key
+
+
+@ops.FinitaryOp.make(module_name="funsor_lowering.extra_ops")
+def categorical_sample(args, sample_shape=(), keyed=False):
+    """Indices drawn from ``Categorical(logits=args[0])`` (over its last
+    axis), of shape ``sample_shape + logits.shape[:-1]``; ``args[1]`` is the
+    rng key when ``keyed``. This default (numpy) draws by inverse CDF, as
+    funsor's numpy sampler does; torch and jax register their Categorical.
+    A random op: never folded."""
+    logits = args[0]
+    shape = tuple(sample_shape) + logits.shape[:-1]
+    probs = np.exp(logits - np.amax(logits, -1, keepdims=True))
+    cdf = np.cumsum(probs / np.sum(probs, -1, keepdims=True), -1)
+    uniform = np.random.rand(*shape)
+    return np.sum(cdf < uniform[..., None], axis=-1)
+
+
+CategoricalSampleOp = type(categorical_sample)
+
+
+@find_domain.register(CategoricalSampleOp)
+def find_domain_categorical_sample(op, domains):
+    logits = domains[0]
+    shape = tuple(op.defaults["sample_shape"]) + tuple(logits.shape[:-1])
+    return Array[logits.shape[-1], shape]

@@ -30,9 +30,11 @@ import numbers
 from collections import OrderedDict
 
 import funsor.delta
+import numpy as np
 from funsor import ops
 from funsor.distribution import Distribution
-from funsor.interpretations import Interpretation, eager, reflect
+from funsor.domains import Real
+from funsor.interpretations import Interpretation, eager, normalize, reflect
 from funsor.ops.op import Op
 from funsor.tensor import Tensor
 from funsor.terms import Align, Funsor, Number, Slice, Tuple, Variable
@@ -43,7 +45,14 @@ from . import rules, shapes  # noqa: F401  (register lowering and shape rules)
 from .backends import array_backend
 from .codegen import bind_call
 from .errors import UnsupportedTermError
-from .extra_ops import DistributionLogProbOp, DistributionSampleOp, RandnWithKeyOp
+from .extra_ops import (
+    CategoricalSampleOp,
+    DistributionLogProbOp,
+    DistributionSampleOp,
+    RandnWithKeyOp,
+    categorical_sample,
+    split_key,
+)
 from .layout import align, union_batch
 from .lowering import Lowerer
 from .program import (
@@ -55,7 +64,7 @@ from .program import (
     path_suffix,
 )
 
-RANDOM_OPS = (ops.RandnOp, RandnWithKeyOp, DistributionSampleOp)
+RANDOM_OPS = (ops.RandnOp, RandnWithKeyOp, DistributionSampleOp, CategoricalSampleOp)
 # Ops whose first argument is a prototype: only its type and device matter.
 PROTOTYPE_OPS = (
     ops.NewArangeOp,
@@ -113,6 +122,8 @@ class OpRecorder:
                 # inside a recorded op; or an op on funsors, which builds a
                 # term whose evaluation records its own ops
                 return recorder._original(op, *args, **kwargs)
+            if isinstance(op, ops.RandnOp) and get_backend() == "jax":
+                args, kwargs = _with_draw_key(op, args, kwargs)
             recorder._depth += 1
             try:
                 result = recorder._original(op, *args, **kwargs)
@@ -166,11 +177,21 @@ class OpRecorder:
         if isinstance(result, tuple) or not self._is_array(result):
             return result  # ops returning tuples or non-arrays are not values
         result = self.backend.as_traceable(result)
+        if self.node(result) is not None:
+            return result  # the op returned a value it was given (jax's no-op reshape)
         self.add(Node(result, canonical, tuple(arg_refs), packed, live, tainted))
         return result
 
     def _is_array(self, value):
         return self.backend.is_array(value)
+
+
+def _with_draw_key(op, args, kwargs):
+    """``ops.randn``'s arguments with the key a keyed draw given none uses."""
+    bound = bind_call(op, args, kwargs)
+    if bound.arguments.get("rng_key") is None:
+        bound.arguments["rng_key"] = _draw_key(None)
+    return bound.args, bound.kwargs
 
 
 def _on_funsors(args):
@@ -197,7 +218,15 @@ class TracingInterpretation(Interpretation):
         if issubclass(get_origin(cls), self.LEAVES) or _has_free_variables(args):
             return eager.interpret(cls, *args)
 
-        term = reflect.interpret(cls, *args)
+        try:
+            term = reflect.interpret(cls, *args)
+        except AssertionError:
+            # Arguments funsor's normal form rejects (a Contraction with no
+            # reduced variables): funsor's normalize rewrites them, building
+            # the parts through this interpretation.
+            term = normalize.interpret(cls, *args)
+            if isinstance(term, (Tensor, Number)) or _has_free_variables((term,)):
+                return term
         try:
             lowered = Lowerer(fold=False).lower(term)
         except (UnsupportedTermError, NotImplementedError):
@@ -227,6 +256,43 @@ def _has_free_variables(args):
     return False
 
 
+class KeySource:
+    """Where keyed draws (jax) that were given no key take theirs: each draw
+    splits a fresh key off ``key``, a program input (recorded ops)."""
+
+    active = None
+
+    def __init__(self, key):
+        self.key = key  # None: draws need a key of their own
+        self.used = False
+
+    def next(self):
+        self.used = True
+        draw_key, self.key = split_key(self.key, index=0), split_key(self.key, index=1)
+        return draw_key
+
+    def __enter__(self):
+        self._outer, KeySource.active = KeySource.active, self
+        return self
+
+    def __exit__(self, *args):
+        KeySource.active = self._outer
+
+
+def _draw_key(rng_key):
+    """The key a draw uses: ``None`` where draws are not keyed."""
+    if get_backend() != "jax":
+        return None
+    if rng_key is not None:
+        return rng_key
+    if KeySource.active is None or KeySource.active.key is None:
+        raise ValueError(
+            "sampling on the jax backend needs an rng_key: pass one to "
+            "funsor's sample / MonteCarlo(rng_key=...) as a traced input"
+        )
+    return KeySource.active.next()
+
+
 def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
     """``Distribution._sample`` while tracing: the draw is one recorded random
     op on the parameters' data (funsor's own calls the backend sampler on
@@ -241,7 +307,8 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
     batch = union_batch(*params)
     names, exprs = parameter_operands(self, params, batch)
     operands = [e.data for e in exprs]
-    keyed = get_backend() == "jax"
+    key = _draw_key(rng_key)
+    keyed = key is not None
     event_rank = len(value.output.shape)
     op = DistributionSampleOp(
         dist_class=self.dist_class,
@@ -250,7 +317,7 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
         sample_shape=tuple(d.size for d in sample_inputs.values()),
         keyed=keyed,
     )
-    draw = op(tuple(operands) + ((rng_key,) if keyed else ()))
+    draw = op(tuple(operands) + ((key,) if keyed else ()))
     inputs = OrderedDict(sample_inputs)
     inputs.update(batch)
     point = Tensor(draw, inputs, value.output.dtype)
@@ -265,7 +332,81 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
     return funsor.delta.Delta(value.name, point, dice)
 
 
+def traced_tensor_sample(self, sampled_vars, sample_inputs, rng_key):
+    """``Tensor._sample`` while tracing (discrete sampling of a log-density
+    over ``Bint`` inputs): funsor's draws with one recorded Categorical op
+    on the aligned logits and computes the points and the log normalizer
+    with ``funsor.ops``, where funsor's own works on ``.data`` directly."""
+    sampled_vars = sampled_vars.intersection(self.inputs)
+    if not sampled_vars or self.output != Real:
+        return _ORIGINAL_TENSOR_SAMPLE(self, sampled_vars, sample_inputs, rng_key)
+    sample_inputs = OrderedDict(
+        (k, d) for k, d in sample_inputs.items() if k not in self.inputs
+    )
+    batch_inputs = OrderedDict(
+        (k, d) for k, d in self.inputs.items() if k not in sampled_vars
+    )
+    event_inputs = OrderedDict(
+        (k, d) for k, d in self.inputs.items() if k in sampled_vars
+    )
+    order = [list(self.inputs).index(k) for k in [*batch_inputs, *event_inputs]]
+    logits = self.data
+    if order != sorted(order):
+        logits = ops.permute(logits, tuple(order))
+    batch_shape = tuple(d.size for d in batch_inputs.values())
+    flat_logits = ops.ReshapeOp(shape=batch_shape + (-1,))(logits)
+    sample_shape = tuple(d.size for d in sample_inputs.values())
+    key = _draw_key(rng_key)
+    keyed = key is not None
+    flat_sample = categorical_sample(
+        (flat_logits,) + ((key,) if keyed else ()),
+        sample_shape=sample_shape,
+        keyed=keyed,
+    )
+    sb_inputs = OrderedDict(sample_inputs)
+    sb_inputs.update(batch_inputs)
+    results, rest = [], flat_sample
+    for name, domain in reversed(event_inputs.items()):
+        point = Tensor(ops.mod(rest, domain.size), sb_inputs, domain.size)
+        rest = ops.floordiv(rest, domain.size)
+        results.append(funsor.delta.Delta(name, point))
+    backend = get_backend()
+    if backend == "jax" or (backend == "torch" and flat_logits.requires_grad):
+        # funsor's DiCE factor, to keep gradients: log|f| + f(x0) - detach(f(x0))
+        size = flat_logits.shape[-1]
+        arange = ops.new_arange(flat_logits, size)
+        chosen = ops.add(ops.eq(ops.unsqueeze(flat_sample, -1), arange), 0.0)
+        log_prob = ops.logsumexp(ops.add(flat_logits, ops.log(chosen)), -1)
+        normalizer = ops.logsumexp(ops.detach(flat_logits), -1)
+        dice = ops.add(normalizer, ops.sub(log_prob, ops.detach(log_prob)))
+        results.append(Tensor(dice, sb_inputs))
+    else:
+        results.append(Tensor(ops.logsumexp(flat_logits, -1), batch_inputs))
+    total = results[0]
+    for term in results[1:]:
+        total = total + term
+    return total
+
+
 _ORIGINAL_SAMPLE = Distribution._sample
+_ORIGINAL_TENSOR_SAMPLE = Tensor._sample
+
+
+class SamplingPatches:
+    """While tracing: funsor's samplers record their draws as live ops."""
+
+    def __init__(self, backend):
+        self.backend_patches = backend.tracing_patches()
+
+    def __enter__(self):
+        Distribution._sample = traced_distribution_sample
+        Tensor._sample = traced_tensor_sample
+        self.backend_patches.__enter__()
+
+    def __exit__(self, *args):
+        Distribution._sample = _ORIGINAL_SAMPLE
+        Tensor._sample = _ORIGINAL_TENSOR_SAMPLE
+        return self.backend_patches.__exit__(*args)
 
 
 def trace_function(fn, kwargs, *, allow_constants=False):
@@ -295,13 +436,108 @@ def trace_function(fn, kwargs, *, allow_constants=False):
         input_types[name] = map_leaves(
             lambda a: ValueType(tuple(a.shape), backend.dtype_kind(a)), value
         )
-    Distribution._sample = traced_distribution_sample
-    try:
-        with recorder, TracingInterpretation():
-            result = fn(**kwargs)
-    finally:
-        Distribution._sample = _ORIGINAL_SAMPLE
+    with SamplingPatches(backend), recorder, TracingInterpretation():
+        result = fn(**kwargs)
     return _build_program(recorder, kwargs, input_types, result, allow_constants)
+
+
+KEY_INPUT = "rng_key"
+
+
+def trace_on_examples(fn, domains):
+    """``compile_function``'s route for code funsor runs on concrete values
+    only (the adjoint tape, sampling): ``fn`` runs eagerly on ``Tensor`` s
+    of example arrays (one per real-valued keyword; ``Bint`` keywords stay
+    ``Variable`` s) while every op is recorded. Results are funsor's eager
+    ones, laid out as their ``.data``. On jax, a program that samples takes
+    an ``rng_key`` input, which draws given no key split.
+
+    Example::
+
+        >>> import numpy as np
+        >>> from funsor import ops
+        >>> from funsor.adjoint import forward_backward
+        >>> from funsor.domains import Reals
+        >>> def marginal(f):
+        ...     _, adjoints = forward_backward(ops.logaddexp, ops.add, f["x"])
+        ...     return list(adjoints.values())[0]
+        >>> program = trace_on_examples(marginal, {"f": Reals[2]})
+        >>> program(f=np.zeros(2))
+        array([0., 0.])
+    """
+    if KEY_INPUT in domains:
+        raise ValueError(
+            f"input name {KEY_INPUT!r} is reserved for the key of sampling "
+            f"programs traced on the jax backend"
+        )
+    backend = array_backend(get_backend())
+    variables = {n: Variable(n, d) for n, d in domains.items() if d.dtype != "real"}
+    sources = []
+
+    def run(**kwargs):
+        source = KeySource(kwargs.pop(KEY_INPUT, None))
+        sources.append(source)
+        tensors = {name: Tensor(array) for name, array in kwargs.items()}
+        with source:
+            result = fn(**tensors, **variables)
+        return map_leaves(_eager_data, result)
+
+    # Literals in fn (funsor builds their arrays outside ops) are constants.
+    # An array computed outside ops *from the inputs*, or a branch on input
+    # values, would be baked in too: a trace on other example arrays must
+    # give the same program.
+    first, second = (
+        _trace_examples(run, backend, domains, seed, sources) for seed in (0, 1)
+    )
+    if first.operations != second.operations or not _same_constants(
+        first, second, backend
+    ):
+        raise UntracedValueError(
+            "compile_function traced the function on two sets of example "
+            "arrays and got different programs: its results depend on input "
+            "values through arrays computed outside funsor.ops (backend calls "
+            "on .data) or through branches on values; compute with funsor.ops "
+            "or funsor terms, or use trace_function on the arrays you have"
+        )
+    return first
+
+
+def _trace_examples(run, backend, domains, seed, sources):
+    arrays = OrderedDict(
+        (name, backend.example_array(domain.shape, seed=seed * len(domains) + k))
+        for k, (name, domain) in enumerate(domains.items())
+        if domain.dtype == "real"
+    )
+    key = backend.example_key()
+    if key is not None:
+        program = trace_function(run, {**arrays, KEY_INPUT: key}, allow_constants=True)
+        if sources[-1].used:
+            return program
+    return trace_function(run, arrays, allow_constants=True)
+
+
+def _same_constants(first, second, backend):
+    if len(first.constants) != len(second.constants):
+        return False
+    for a, b in zip(first.constants, second.constants):
+        if backend.is_array(a) != backend.is_array(b):
+            return False
+        a, b = (backend.to_numpy(v) if backend.is_array(v) else v for v in (a, b))
+        if not np.array_equal(a, b, equal_nan=True):
+            return False
+    return True
+
+
+def _eager_data(value):
+    if isinstance(value, (Tensor, Number)):
+        return value.data
+    if isinstance(value, Funsor):
+        raise TypeError(
+            f"compile_function traced the function on example values, and it "
+            f"returned a lazy {type(value).__name__} with free inputs "
+            f"{list(value.inputs)}; return funsors funsor evaluates eagerly"
+        )
+    return value
 
 
 def _build_program(recorder, kwargs, input_types, result, allow_constants):

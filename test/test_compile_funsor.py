@@ -158,3 +158,27 @@ def test_deep_chain_does_not_recurse():
         z = y
     program = compile_funsor(z)
     assert len(program.operations) >= 3000
+
+
+def test_exact_approximate_broadcasts_to_its_declared_inputs():
+    # A lazy Approximate claims its guide's inputs; funsor's eager (exact)
+    # returns the model. The program lays the model out over the declared
+    # inputs, constant along the ones the model lacks.
+    from funsor.domains import Bint
+    from funsor.terms import Approximate
+
+    f, g = Variable("f", Reals[2]), Variable("g", Reals[3])
+    i = Variable("i", Bint[2])
+    with reflect:
+        expr = Approximate(ops.logaddexp, f["i"], f["i"] + g["j"], frozenset({i}))
+    # (funsor alpha-renames i, and still lists it among the inputs)
+    assert [d.size for d in expr.inputs.values() if d.dtype != "real"] == [2, 3]
+    program = compile_funsor(expr)
+    arrays = {"f": np.array([1.0, 2.0]), "g": np.array([3.0, 4.0, 5.0])}
+    if funsor.get_backend() != "numpy":
+        from .helpers import from_numpy
+
+        arrays = {k: from_numpy(v) for k, v in arrays.items()}
+    out = np.asarray(program(**arrays))
+    assert out.shape == (2, 3)
+    np.testing.assert_allclose(out, np.array([[1.0] * 3, [2.0] * 3]))

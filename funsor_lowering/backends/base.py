@@ -1,7 +1,10 @@
 """The interface each backend adapter implements."""
 
+import contextlib
 import importlib
 import math
+
+import numpy as np
 
 
 class ArrayBackend:
@@ -36,6 +39,32 @@ class ArrayBackend:
         """Return ``(source, imports)``: a Python expression that rebuilds
         ``value`` exactly, and the import lines it needs."""
         raise NotImplementedError
+
+    # Whether random draws take an explicit key operand (jax).
+    keyed = False
+
+    def from_numpy(self, array):
+        """A numpy array as this backend's array (floats in its default dtype)."""
+        raise NotImplementedError
+
+    def to_numpy(self, array):
+        """An array of this backend as a numpy array (for comparisons)."""
+        return np.asarray(array)
+
+    def example_array(self, shape, seed=0):
+        """A real array of ``shape`` with standard normal entries (fixed seed),
+        for tracing code whose results do not depend on the values."""
+        rng = np.random.default_rng(seed)
+        return self.from_numpy(rng.standard_normal(tuple(shape)))
+
+    def example_key(self):
+        """A fresh PRNG key where draws are keyed, else ``None``."""
+        return None
+
+    def tracing_patches(self):
+        """A context manager active while tracing: routes backend calls that
+        funsor makes outside ``funsor.ops`` (jax's key splitting) through ops."""
+        return contextlib.nullcontext()
 
 
 def python_literal(value):

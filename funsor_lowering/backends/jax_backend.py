@@ -6,12 +6,16 @@ import funsor
 if funsor.get_backend() != "jax":
     funsor.set_backend("jax")
 
+import contextlib  # noqa: E402
+import typing  # noqa: E402
+
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from funsor import ops  # noqa: E402
 from funsor.jax.ops import array as _funsor_jax_arrays  # noqa: E402
 
+from ..extra_ops import categorical_sample, split_key  # noqa: E402
 from .base import ArrayBackend  # noqa: E402
 from .numpy_backend import numpy_dtype_kind, numpy_literal  # noqa: E402
 
@@ -39,6 +43,27 @@ class JaxBackend(ArrayBackend):
             "import jax.numpy as jnp",
         )
 
+    keyed = True
+
+    def from_numpy(self, array):
+        return jnp.asarray(array)
+
+    def example_key(self):
+        return jax.random.PRNGKey(0)
+
+    @contextlib.contextmanager
+    def tracing_patches(self):
+        # funsor's MonteCarlo splits its key with jax.random.split, outside
+        # funsor.ops; while tracing, split through the split_key op instead.
+        def split(key, num=2):
+            return tuple(split_key(key, index=i, num=num) for i in range(num))
+
+        jax.random.split = split
+        try:
+            yield
+        finally:
+            jax.random.split = _jax_split
+
 
 def _amin(x, axis=None, keepdims=False):
     return jnp.amin(x, axis, keepdims=keepdims)
@@ -48,5 +73,22 @@ def _amin(x, axis=None, keepdims=False):
 # would silently be a max. Register the true min (this also fixes funsor's own
 # eager evaluation in this process).
 ops.amin.register(_funsor_jax_arrays)(_amin)
+
+
+@split_key.register(_funsor_jax_arrays)
+def _split_key(key, index=0, num=2):
+    return _jax_split(key, num)[index]
+
+
+_jax_split = jax.random.split  # unpatched, for while tracing patches it
+
+
+# funsor's dispatch reads typing's Tuple / Union, not the builtin forms
+@categorical_sample.register(typing.Tuple[typing.Union[_funsor_jax_arrays], ...])  # noqa: UP006, UP007
+def _categorical_sample(args, sample_shape=(), keyed=False):
+    logits, key = args
+    shape = tuple(sample_shape) + logits.shape[:-1]
+    return jax.random.categorical(key, logits, shape=shape)
+
 
 BACKEND = JaxBackend()

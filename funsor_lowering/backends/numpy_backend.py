@@ -56,5 +56,8 @@ class NumpyBackend(ArrayBackend):
     def array_literal(self, value):
         return numpy_literal(value), ("import numpy as np",)
 
+    def from_numpy(self, array):
+        return array
+
 
 BACKEND = NumpyBackend()

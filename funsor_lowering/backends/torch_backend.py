@@ -1,8 +1,11 @@
 """torch adapter."""
 
+import typing
+
 import funsor.torch  # noqa: F401  registers torch implementations of funsor.ops
 import torch
 
+from ..extra_ops import categorical_sample
 from .base import ArrayBackend, python_literal
 
 
@@ -30,6 +33,20 @@ class TorchBackend(ArrayBackend):
         else:
             source = f"torch.tensor({python_literal(data.tolist())}, dtype={dtype})"
         return source, ("import torch",)
+
+    def to_numpy(self, array):
+        return array.detach().cpu().numpy()
+
+    def from_numpy(self, array):
+        if array.dtype.kind == "f":
+            return torch.as_tensor(array, dtype=torch.get_default_dtype())
+        return torch.as_tensor(array)
+
+
+@categorical_sample.register(typing.Tuple[torch.Tensor, ...])  # noqa: UP006
+def _categorical_sample(args, sample_shape=(), keyed=False):
+    dist = torch.distributions.Categorical(logits=args[0])
+    return dist.sample(tuple(sample_shape))
 
 
 BACKEND = TorchBackend()

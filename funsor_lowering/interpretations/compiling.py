@@ -21,7 +21,7 @@ Example::
 
 from funsor.adjoint import AdjointTape
 from funsor.interpretations import Interpretation, eager, normalize, reflect
-from funsor.terms import Funsor, Subs
+from funsor.terms import Funsor, Subs, _convert_reduced_vars
 
 from ..compiler import compile_structure
 from ..lowering import has_real_inputs
@@ -51,40 +51,52 @@ class Recording:
         return f"Recording(folded={self.folded}, normalized={self.normalized})"
 
 
+class NeedsEagerValues(NotImplementedError):
+    """Raised inside a compiling block by funsor code that only works on
+    eager values (the adjoint tape, sampling). ``compile_function`` catches
+    it and traces the function on example arrays instead."""
+
+
 class ConcreteValueGuard:
     """While a compiling block is open, ``float()``, ``int()``, ``bool()``
     and ``.item()`` of a funsor with free real inputs raise a ``TypeError``
     that says why and points to ``trace_function`` (funsor's own errors
-    there are about argument types or ambiguous truth values), and so does
-    entering an ``AdjointTape`` (with ``NotImplementedError``)."""
+    there are about argument types or ambiguous truth values); entering an
+    ``AdjointTape`` and sampling raise :class:`NeedsEagerValues`."""
 
     METHODS = ("__float__", "__int__", "__index__", "__bool__", "item")
     _depth = 0
     _saved = {}
 
     @classmethod
+    def _patches(cls):
+        """(owner, attribute, replacement) for every patched attribute."""
+        patches = [(Funsor, name, cls._guard(name)) for name in cls.METHODS]
+        patches.append((AdjointTape, "__enter__", _refuse_adjoint_tape))
+        patches.append((Funsor, "sample", _refuse_sampling))
+        return patches
+
+    @classmethod
     def install(cls):
         if cls._depth == 0:
-            for name in cls.METHODS:
-                cls._saved[name] = Funsor.__dict__.get(name)
-                setattr(Funsor, name, cls._guard(name, cls._saved[name]))
-            cls._saved_tape_enter = AdjointTape.__enter__
-            AdjointTape.__enter__ = _refuse_adjoint_tape
+            for owner, name, replacement in cls._patches():
+                cls._saved[owner, name] = owner.__dict__.get(name)
+                setattr(owner, name, replacement)
         cls._depth += 1
 
     @classmethod
     def uninstall(cls):
         cls._depth -= 1
         if cls._depth == 0:
-            for name, original in cls._saved.items():
+            for (owner, name), original in cls._saved.items():
                 if original is None:
-                    delattr(Funsor, name)
+                    delattr(owner, name)
                 else:
-                    setattr(Funsor, name, original)
-            AdjointTape.__enter__ = cls._saved_tape_enter
+                    setattr(owner, name, original)
 
-    @staticmethod
-    def _guard(name, original):
+    @classmethod
+    def _guard(cls, name):
+        original = Funsor.__dict__.get(name)
         convert = {"__float__": float, "__int__": int, "__index__": int}.get(name)
 
         def guarded(self):
@@ -107,14 +119,28 @@ class ConcreteValueGuard:
         return guarded
 
 
+_EAGER_ONLY = (
+    "needs eager values (funsor 0.4.8 computes it on concrete arrays only). "
+    "compile_function handles such code by tracing it on example arrays; in "
+    "a `with compiling:` block, move the code into a function and use "
+    "compile_function, or funsor_lowering.trace_function."
+)
+
+
 def _refuse_adjoint_tape(tape):
-    raise NotImplementedError(
-        "funsor.adjoint.AdjointTape (forward_backward, adjoint) inside "
-        "compile_function / compiling: funsor 0.4.8's adjoint needs eager "
-        "values (over symbolic terms its bound-variable bookkeeping gives "
-        "wrong marginals). Use funsor_lowering.trace_function on a function "
-        "of arrays that builds Tensors; it records the adjoint computation."
+    # Over symbolic terms funsor 0.4.8's tape merges cons-hashed results and
+    # mixes alpha-renamed bound variables: the marginals come out wrong.
+    raise NeedsEagerValues(
+        "funsor.adjoint.AdjointTape (forward_backward, adjoint) " + _EAGER_ONLY
     )
+
+
+def _refuse_sampling(self, sampled_vars, sample_inputs=None, rng_key=None):
+    # Lazily, funsor's sample is a no-op (or a draw folded into a constant).
+    sampled = {v.name for v in _convert_reduced_vars(sampled_vars, self.inputs)}
+    if sampled.isdisjoint(self.inputs):
+        return self
+    raise NeedsEagerValues(f"sampling {type(self).__name__} " + _EAGER_ONLY)
 
 
 class CompilingInterpretation(Interpretation):

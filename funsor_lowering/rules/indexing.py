@@ -104,7 +104,7 @@ def gather(lhs, offset, rhs):
     index_shape = rhs.event_shape
     index = align_expanded(rhs, batch, index_shape)
     prototype = funsor.tensor.get_default_prototype()
-    base = ops.new_arange(prototype, size) * n
+    base = ops.mul(ops.new_arange(prototype, size), n)
     base_shape = tuple(d.size for d in batch.values()) + (1,) * len(index_shape)
     base = constant(ops.ReshapeOp(shape=base_shape)(base), size * n)
     linear = apply(ops.add, index, base)
