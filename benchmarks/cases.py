@@ -1,9 +1,9 @@
-"""Benchmark cases: discrete models through ``funsor.sum_product``.
+"""Benchmark cases: small array expressions (``affine``, ``chain50``) and
+discrete models through ``funsor.sum_product`` (HMM, plated, tree).
 
-Each case gives its input shapes, its factors (built from whatever stands
-for an input: a ``Tensor`` of data for funsor eager, a ``Variable`` for the
-compiler), the variables to eliminate and the plates, and a hand-written
-implementation per backend.
+Each case gives its input shapes, its computation built from whatever stands
+for an input (a ``Tensor`` of data for funsor eager, a ``Variable`` for the
+compilers), and a hand-written implementation per backend.
 """
 
 import functools
@@ -21,11 +21,98 @@ from funsor.terms import Variable
 
 class Case:
     name = None
-    plates = frozenset()
 
     def shapes(self):
         """Input name -> shape."""
         raise NotImplementedError
+
+    def build(self, inputs):
+        """The computation, given one funsor (Tensor or Variable) per input."""
+        raise NotImplementedError
+
+    def hand(self, lib):
+        """A hand-written implementation taking the inputs as keywords."""
+        raise NotImplementedError
+
+    def symbolic(self):
+        """The computation over Variables, for compilers."""
+        variables = {k: Variable(k, Reals[s]) for k, s in self.shapes().items()}
+        with reflect:
+            return self.build(variables)
+
+    def funsor_eager(self, **arrays):
+        """What a funsor user pays per call."""
+        return self.build({k: Tensor(v) for k, v in arrays.items()}).data
+
+
+class Affine(Case):
+    """``((a @ x + b) * x).exp()``, a: 3x3 (funsor's compiler benchmark)."""
+
+    name = "affine"
+
+    def shapes(self):
+        return {"a": (3, 3), "x": (3,), "b": (3,)}
+
+    def build(self, inputs):
+        a, x, b = inputs["a"], inputs["x"], inputs["b"]
+        return ((a @ x + b) * x).exp()
+
+    def hand(self, lib):
+        exp = lib.exp
+
+        def affine(a, x, b):
+            return exp((a @ x + b) * x)
+
+        return affine
+
+
+class Chain(Case):
+    """``n`` elementwise ops on a ``Reals[8]`` input."""
+
+    def __init__(self, n=50):
+        self.n = n
+        self.name = f"chain{n}"
+
+    def shapes(self):
+        return {"x": (8,)}
+
+    def build(self, inputs):
+        x = inputs["x"]
+        for k in range(self.n):
+            step = k % 4
+            if step == 0:
+                x = x * 1.01
+            elif step == 1:
+                x = x + 0.5
+            elif step == 2:
+                x = ops.tanh(x)
+            else:
+                x = -x
+        return x
+
+    def hand(self, lib):
+        tanh, n = lib.tanh, self.n
+
+        def chain(x):
+            for k in range(n):
+                step = k % 4
+                if step == 0:
+                    x = x * 1.01
+                elif step == 1:
+                    x = x + 0.5
+                elif step == 2:
+                    x = tanh(x)
+                else:
+                    x = -x
+            return x
+
+        return chain
+
+
+class SumProductCase(Case):
+    """A log-space ``sum_product`` over factors."""
+
+    plates = frozenset()
 
     def factors(self, inputs):
         """The factors, given one funsor (Tensor or Variable) per input."""
@@ -34,11 +121,6 @@ class Case:
     def eliminate(self):
         raise NotImplementedError
 
-    def hand(self, lib):
-        """A hand-written implementation taking the inputs as keywords."""
-        raise NotImplementedError
-
-    # -------------------------------------------------------------- methods
     def lazy_expr(self, inputs):
         with reflect:
             expr = sum_product(
@@ -51,7 +133,6 @@ class Case:
             return apply_optimizer(expr)
 
     def symbolic(self):
-        """The computation over Variables, for compilers."""
         variables = {k: Variable(k, Reals[s]) for k, s in self.shapes().items()}
         return self.lazy_expr(variables)
 
@@ -62,7 +143,7 @@ class Case:
             return reinterpret(expr).data
 
 
-class HMM(Case):
+class HMM(SumProductCase):
     """A discrete HMM with ``T`` hidden steps of ``S`` states."""
 
     def __init__(self, T, S=5):
@@ -94,7 +175,7 @@ class HMM(Case):
         return hmm
 
 
-class Plated(Case):
+class Plated(SumProductCase):
     """A global variable ``z`` and a plate of ``N`` local variables ``y``."""
 
     plates = frozenset({"i"})
@@ -130,7 +211,7 @@ class Plated(Case):
         return plated
 
 
-class Tree(Case):
+class Tree(SumProductCase):
     """A tree of discrete variables: r -> (a, b), a -> (c, d)."""
 
     name = "tree"
@@ -165,7 +246,7 @@ class Tree(Case):
         return tree
 
 
-CASES = [HMM(10), HMM(100), Plated(), Tree()]
+CASES = [Affine(), Chain(50), HMM(10), HMM(100), Plated(), Tree()]
 
 
 @functools.lru_cache
@@ -178,6 +259,8 @@ def _numpy_lib():
     import numpy as np
 
     class NumpyLib:
+        exp, tanh = np.exp, np.tanh
+
         @staticmethod
         def logsumexp(x, axis):
             # the fastest plain-numpy logsumexp (one ufunc reduction)
@@ -190,15 +273,19 @@ def _torch_lib():
     import torch
 
     class TorchLib:
+        exp, tanh = torch.exp, torch.tanh
         logsumexp = staticmethod(torch.logsumexp)
 
     return TorchLib
 
 
 def _jax_lib():
+    import jax.numpy as jnp
     from jax.scipy.special import logsumexp
 
     class JaxLib:
+        exp, tanh = jnp.exp, jnp.tanh
+
         @staticmethod
         def logsumexp(x, axis):
             return logsumexp(x, axis)

@@ -19,9 +19,11 @@ Example::
 
 import itertools
 import linecache
+import operator
 
 import numpy
 from funsor import ops
+from funsor.registry import PartialDefault
 
 from . import extra_ops
 from .backends.base import python_literal
@@ -29,6 +31,30 @@ from .naming import Namespace, is_plain_identifier
 from .program import iter_leaves, path_suffix
 
 _COUNTER = itertools.count()
+
+# Implementations generated code writes as Python operators.
+PYTHON_OPERATORS = {
+    operator.add: "+",
+    operator.sub: "-",
+    operator.mul: "*",
+    operator.truediv: "/",
+    operator.floordiv: "//",
+    operator.mod: "%",
+    operator.pow: "**",
+    operator.matmul: "@",
+    operator.lt: "<",
+    operator.le: "<=",
+    operator.gt: ">",
+    operator.ge: ">=",
+    operator.eq: "==",
+    operator.ne: "!=",
+    operator.and_: "&",
+    operator.or_: "|",
+    operator.xor: "^",
+    operator.neg: "-",
+    operator.pos: "+",
+    operator.invert: "~",
+}
 
 
 def structure_source(structure, names):
@@ -147,6 +173,12 @@ def generate_function_source(program, name, *, standalone, resolved=None):
     impl_names = {}
 
     def impl_call(operation, impl, extra, kwargs, args):
+        symbol = PYTHON_OPERATORS.get(impl) if not (extra or kwargs) else None
+        if symbol is not None:  # the operator itself, as hand-written code has it
+            operands = [names[a] for a in operation.args]
+            if len(operands) == 1:
+                return f"{symbol}{operands[0]}"
+            return f" {symbol} ".join(operands)
         key = (id(impl), tuple(map(id, extra)), tuple(kwargs.items()))
         if key not in impl_names:
             base = namespace.create(f"_{operation.op.name}_impl")
@@ -199,6 +231,8 @@ def resolve(op, args, backend):
     impl = backend.fast_implementations.get(cls)
     if impl is None or not all(backend.is_array(a) for a in call_args[: cls.arity]):
         impl = cls.dispatcher.partial_call(*call_args[: cls.arity])
+    if isinstance(impl, PartialDefault):  # funsor's wrapper of the op's default
+        impl = impl.default
     return impl, tuple(call_args[cls.arity :]), dict(call_kwargs)
 
 
@@ -221,13 +255,61 @@ def evaluate(program, values):
 def build_callable(program, sample_inputs=None):
     """The fast callable: generated Python taking the inputs positionally.
     Given ``sample_inputs``, each op calls the implementation funsor's
-    dispatcher picks for the argument types those inputs produce."""
+    dispatcher picks for the argument types those inputs produce (kept as
+    the callable's ``__resolved__``)."""
     resolved = None
     if sample_inputs is not None:
         _, resolved = evaluate(program, sample_inputs)
     source, globals_ = generate_function_source(
         program, "program", standalone=False, resolved=resolved
     )
+    fn = _define(source, globals_)
+    fn.__resolved__ = resolved
+    return fn
+
+
+def build_guarded_callable(program, values, resolved, slow):
+    """The entry point for calls with the types, dtypes and shapes of
+    ``values``: generated code taking the keywords, checking those with
+    identity and equality tests (the guard), then running the operations with
+    the ``resolved`` implementations (see :func:`build_callable`). Any other
+    call goes to ``slow(*args, **kwargs)``, which validates and dispatches."""
+    body, globals_ = generate_function_source(
+        program, "program", standalone=False, resolved=resolved
+    )
+    header, *statements = body.splitlines()
+    names = program.value_names[len(program.constants) : program.first_operation]
+    lines = [
+        "def program(*args, **kwargs):",
+        f"    if not args and len(kwargs) == {len(program.inputs)}:",
+        "        try:",
+    ]
+    if not names:
+        lines.append("            pass")
+    for (raw, path, _), local in zip(program._input_leaves, names):
+        lines.append(f"            {local} = kwargs[{raw!r}]{path_suffix(path)}")
+    lines.append("        except (LookupError, TypeError):")
+    lines.append("            return _slow(*args, **kwargs)")
+    checks = []
+    for k, (local, value) in enumerate(zip(names, values)):
+        for attr, expected, test in (
+            ("type", type(value), "type({}) is {}"),
+            ("dtype", value.dtype, "{}.dtype is {}"),
+            ("shape", value.shape, "{}.shape == {}"),
+        ):
+            var = f"_guard_{attr}{k}"
+            globals_[var] = expected
+            checks.append(test.format(local, var))
+    lines.append(f"        if {' and '.join(checks) or 'True'}:")
+    lines += ["        " + line for line in statements]
+    lines.append("    return _slow(*args, **kwargs)")
+    globals_["_slow"] = slow
+    return _define("\n".join(lines), globals_)
+
+
+def _define(source, globals_):
+    """Execute generated ``def program`` source (registered with linecache,
+    so tracebacks show its lines) and return the function."""
     filename = f"<funsor_lowering program {next(_COUNTER)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), globals_)

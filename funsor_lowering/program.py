@@ -245,6 +245,9 @@ class OpProgram:
         # Generated callables, one per tuple of input types seen (at most
         # _MAX_SPECIALIZATIONS), with every op's implementation resolved.
         self._specialized = {}
+        # The entry point for calls: a guarded fast path once the program has
+        # been called (see _call_checked), else validation and dispatch.
+        self._fast = self._call_checked
         self._names = None
 
     # ----------------------------------------------------------------- layout
@@ -308,7 +311,17 @@ class OpProgram:
                 raise ValueError(f"output refers to undefined value {leaf!r}")
 
     # ---------------------------------------------------------------- calling
-    def __call__(self, *args, **kwargs):
+    @property
+    def __call__(self):
+        """``program(**arrays)``: the generated entry point itself (a property,
+        so a call costs no extra Python frame), guarded for the types, dtypes
+        and shapes of the latest checked call; other calls are checked."""
+        return self._fast
+
+    def _call_checked(self, *args, **kwargs):
+        """Calls the fast entry's guard turns away: validate the inputs
+        (clear errors), run the specialization for their types, and guard
+        the fast entry for the latest types, dtypes and shapes."""
         if args:
             raise TypeError(
                 f"OpProgram takes keyword arguments only ({', '.join(self.inputs)}), "
@@ -319,7 +332,17 @@ class OpProgram:
         fn = self._specialized.get(key)
         if fn is None:
             fn = self._specialize(key, values)
+        self._fast = self._guarded(values, fn.__resolved__)
         return fn(*values)
+
+    def _guarded(self, values, resolved):
+        """The fast entry for calls like this one, or the checked path where
+        there is none (the program failed on these inputs)."""
+        from .codegen import build_guarded_callable
+
+        if resolved is None:
+            return self._call_checked
+        return build_guarded_callable(self, values, resolved, self._call_checked)
 
     def _validate(self, kwargs):
         if len(kwargs) != len(self.input_types) or not all(

@@ -17,10 +17,28 @@ from .helpers import assert_matches, backend_randn, run_three_ways
 BACKEND = funsor.get_backend()
 
 
-@pytest.fixture
-def program():
+@pytest.fixture(params=["fresh", "warm"])
+def program(request):
+    """A program; "warm" has run once, so calls meet its guarded fast entry."""
     x, y = Variable("x", Reals[3]), Variable("y", Real)
-    return compile_funsor(x * y + 1)
+    program = compile_funsor(x * y + 1)
+    if request.param == "warm":
+        program(x=backend_randn(3), y=backend_randn())
+    return program
+
+
+def test_guarded_entry_follows_the_latest_input_types():
+    x = Variable("x", Reals[2])
+    program = compile_funsor(x * 2)
+    for dtype in ("float32", "float64", "float32"):
+        data = np.array([1.0, 2.0], dtype)
+        if BACKEND == "torch":
+            import torch
+
+            data = torch.as_tensor(data)
+        result = program(x=data)
+        assert str(result.dtype).endswith(dtype) or BACKEND == "jax"
+        assert_matches(result, data * 2)
 
 
 def test_bad_input_names(program):
