@@ -25,6 +25,7 @@ from .backends import array_backend
 from .errors import short_repr
 from .layout import align, align_expanded
 from .lowering import LoweredTuple, build, lower_term
+from .passes import optimize
 from .program import Operation, OpProgram, ValueType, iter_leaves, map_leaves
 
 
@@ -137,7 +138,7 @@ def compile_structure(structure, *, inputs=None, memo=None):
     if memo is None:
         memo = {}
     lowered = map_leaves(lambda leaf: finalize(lower_term(leaf, memo), leaf), structure)
-    return ProgramBuilder(inputs).build(map_leaves(_untuple, lowered))
+    return optimize(ProgramBuilder(inputs).build(map_leaves(_untuple, lowered)))
 
 
 class ProgramBuilder:

@@ -37,6 +37,7 @@ def find_domain_take(op, x, index):
 
 
 __all__ = [
+    "RANDOM_OP_TYPES",
     "CategoricalSampleOp",
     "DistributionLogProbOp",
     "DistributionSampleOp",
@@ -153,3 +154,12 @@ def find_domain_categorical_sample(op, domains):
     logits = domains[0]
     shape = tuple(op.defaults["sample_shape"]) + tuple(logits.shape[:-1])
     return Array[logits.shape[-1], shape]
+
+
+# Ops whose results are random draws: never folded or merged by passes.
+RANDOM_OP_TYPES = (
+    ops.RandnOp,
+    RandnWithKeyOp,
+    DistributionSampleOp,
+    CategoricalSampleOp,
+)

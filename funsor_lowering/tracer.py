@@ -46,7 +46,7 @@ from .backends import array_backend
 from .codegen import bind_call
 from .errors import UnsupportedTermError
 from .extra_ops import (
-    CategoricalSampleOp,
+    RANDOM_OP_TYPES,
     DistributionLogProbOp,
     DistributionSampleOp,
     RandnWithKeyOp,
@@ -55,6 +55,7 @@ from .extra_ops import (
 )
 from .layout import align, union_batch
 from .lowering import Lowerer
+from .passes import optimize
 from .program import (
     Operation,
     OpProgram,
@@ -62,9 +63,10 @@ from .program import (
     iter_paths,
     map_leaves,
     path_suffix,
+    value_type_of,
 )
 
-RANDOM_OPS = (ops.RandnOp, RandnWithKeyOp, DistributionSampleOp, CategoricalSampleOp)
+RANDOM_OPS = RANDOM_OP_TYPES
 # Ops whose first argument is a prototype: only its type and device matter.
 PROTOTYPE_OPS = (
     ops.NewArangeOp,
@@ -581,7 +583,7 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
             args = []
             for a in node.args:
                 args.append(number[id(a)] if isinstance(a, Node) else constant(a))
-            operations.append((node.op, args, node.packed))
+            operations.append((node.op, args, node.packed, node.value))
             number[id(node)] = Ref("o", len(operations) - 1)
 
     for k, node in enumerate(inputs):
@@ -611,9 +613,17 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
 
     program_ops = [
         Operation(op, tuple(index(a) for a in args), packed)
-        for op, args, packed in operations
+        for op, args, packed, _ in operations
     ]
-    return OpProgram(constants, input_types, program_ops, map_leaves(index, structure))
+    types = [value_type_of(value, recorder.backend) for *_, value in operations]
+    program = OpProgram(
+        constants,
+        input_types,
+        program_ops,
+        map_leaves(index, structure),
+        value_types=types,
+    )
+    return optimize(program)
 
 
 class Ref:

@@ -1,0 +1,392 @@
+"""Program passes: each takes an :class:`~funsor_lowering.OpProgram` and
+returns an equivalent one (same inputs, same outputs on every input).
+
+- :func:`fold_constants`: operations on constants only are computed now
+  (never random ops, and never into constants much larger than their inputs);
+- :func:`simplify`: identity ``permute`` / ``reshape`` / ``expand``, ``x + 0``,
+  ``x * 1`` and the other units of associative ops (Python-number units only,
+  which cannot change a result's dtype), ``-(-x)``, ``permute(permute(x))``,
+  and ``permute`` s folded into the ``einsum`` s they feed or follow;
+- :func:`eliminate_common_subexpressions`: equal operations on equal values
+  compute once (never random ops);
+- :func:`eliminate_dead_code`: operations and constants no output needs go.
+
+:func:`optimize` runs them to a fixed point; compiled and traced programs
+get it by default.
+
+Example::
+
+    >>> import numpy as np
+    >>> from funsor import ops
+    >>> from funsor.domains import Reals
+    >>> from funsor_lowering.program import OpProgram, Operation, ValueType
+    >>> p = OpProgram(
+    ...     [0.0],
+    ...     {"x": Reals[2]},
+    ...     [Operation(ops.exp, (1,)), Operation(ops.exp, (1,)),
+    ...      Operation(ops.add, (2, 0)), Operation(ops.mul, (3, 4))],
+    ...     5,
+    ...     value_types=[ValueType((2,), "real")] * 4,
+    ... )
+    >>> print(optimize(p))
+    OpProgram(x: real[2]) on numpy:
+      exp: real[2] = exp(x)
+      mul: real[2] = mul(exp, exp)
+      return mul
+"""
+
+import math
+import numbers
+
+from funsor import ops
+
+from .extra_ops import RANDOM_OP_TYPES
+from .program import Operation, OpProgram, iter_leaves, map_leaves, value_type_of
+
+# Largest constant folding may create, in elements, unless its inputs are
+# as large (expanding a constant is cheaper at run time than storing it).
+FOLD_LIMIT = 4096
+
+
+class Ref:
+    """A value of a program being rebuilt: constant (``"c"``), input leaf
+    (``"i"``) or operation (``"o"``) number ``k``. Not a tuple, so output
+    nestings keep their shape."""
+
+    __slots__ = ("kind", "k")
+
+    def __init__(self, kind, k):
+        self.kind, self.k = kind, k
+
+    def __eq__(self, other):
+        return isinstance(other, Ref) and (self.kind, self.k) == (other.kind, other.k)
+
+    def __hash__(self):
+        return hash((self.kind, self.k))
+
+
+class _Editor:
+    """Rebuilds a program from :class:`Ref` s, renumbered at the end."""
+
+    def __init__(self, program):
+        self.program = program
+        self.constants = list(program.constants)
+        self.operations = []  # (Operation with ref args, ValueType or None)
+        self.remap = {}  # old value number -> ref
+        first_input = len(program.constants)
+        for i in range(first_input):
+            self.remap[i] = Ref("c", i)
+        for i in range(first_input, program.first_operation):
+            self.remap[i] = Ref("i", i - first_input)
+        self.input_types = [leaf for _, _, leaf in program._input_leaves]
+
+    def value_type(self, ref):
+        kind, k = ref.kind, ref.k
+        if kind == "c":
+            return value_type_of(self.constants[k], self.program._array_backend)
+        if kind == "i":
+            return self.input_types[k]
+        return self.operations[k][1]
+
+    def constant_value(self, ref):
+        """The value of a constant ref, else ``None``."""
+        return self.constants[ref.k] if ref.kind == "c" else None
+
+    def producer(self, ref):
+        """The Operation (with ref args) that computes ``ref``, or ``None``."""
+        return self.operations[ref.k][0] if ref.kind == "o" else None
+
+    def add_constant(self, value):
+        self.constants.append(value)
+        return Ref("c", len(self.constants) - 1)
+
+    def emit(self, op, args, packed, value_type):
+        self.operations.append((Operation(op, tuple(args), packed), value_type))
+        return Ref("o", len(self.operations) - 1)
+
+    def finish(self, output, keep=None):
+        """The new program; with ``keep`` (a set of refs), only those
+        operations and constants (dead code elimination)."""
+        if keep is None:
+            keep = set(
+                [Ref("c", k) for k in range(len(self.constants))]
+                + [Ref("o", k) for k in range(len(self.operations))]
+            )
+        number = {}
+        constants = []
+        for k, value in enumerate(self.constants):
+            if Ref("c", k) in keep:
+                number[Ref("c", k)] = len(constants)
+                constants.append(value)
+        first_input = len(constants)
+        for k in range(len(self.input_types)):
+            number[Ref("i", k)] = first_input + k
+        next_value = first_input + len(self.input_types)
+        operations, types = [], []
+        for k, (operation, value_type) in enumerate(self.operations):
+            if Ref("o", k) in keep:
+                number[Ref("o", k)] = next_value
+                next_value += 1
+                args = tuple(number[a] for a in operation.args)
+                operations.append(operation.replace(args=args))
+                types.append(value_type)
+        program = self.program
+        return OpProgram(
+            constants,
+            program.input_types,
+            operations,
+            map_leaves(lambda ref: number[ref], output),
+            value_types=types,
+            backend=program.backend,
+        )
+
+
+def _rewrite(program, rule):
+    """Apply ``rule(editor, operation, args, value_type)`` to every operation
+    in order (``args``: its arguments' new refs); it returns the ref of the
+    value replacing the operation's, or ``None`` to keep the operation."""
+    editor = _Editor(program)
+    types = program.value_types
+    for k, operation in enumerate(program.operations):
+        old = program.first_operation + k
+        args = [editor.remap[a] for a in operation.args]
+        ref = rule(editor, operation, args, types[old])
+        if ref is None:
+            ref = editor.emit(operation.op, args, operation.packed, types[old])
+        editor.remap[old] = ref
+    return editor.finish(map_leaves(lambda i: editor.remap[i], program.output))
+
+
+def is_random(op):
+    return isinstance(op, RANDOM_OP_TYPES)
+
+
+# ------------------------------------------------------------- constant folding
+def fold_constants(program):
+    """Compute operations whose arguments are all constants (not random
+    ones), unless the result would be much larger than its inputs."""
+    backend = program._array_backend
+
+    def rule(editor, operation, args, value_type):
+        values = [editor.constant_value(a) for a in args]
+        if is_random(operation.op) or any(v is None for v in values):
+            return None
+        if value_type is not None:
+            size = math.prod(value_type.shape)
+            inputs = sum(_size(v) for v in values)
+            if size > max(FOLD_LIMIT, inputs):
+                return None
+        op = operation.op
+        result = op(tuple(values)) if operation.packed else op(*values)
+        if not (backend.is_array(result) or isinstance(result, numbers.Number)):
+            return None
+        return editor.add_constant(backend.as_traceable(result))
+
+    return _rewrite(program, rule)
+
+
+def _size(value):
+    shape = getattr(value, "shape", ())
+    return math.prod(shape)
+
+
+# ------------------------------------------------------------------ simplify
+# Associative ops and their units, as Python numbers.
+_UNITS = {
+    ops.AddOp: 0,
+    ops.MulOp: 1,
+    ops.LogaddexpOp: -math.inf,
+    ops.MaxOp: -math.inf,
+    ops.MinOp: math.inf,
+}
+
+
+def simplify(program):
+    """Algebraic simplification: identity layout ops, units of associative
+    ops, double negation, composed permutes, permutes folded into einsums."""
+    uses = _use_counts(program)
+
+    def rule(editor, operation, args, value_type):
+        op = operation.op
+        shape = value_type.shape if value_type is not None else None
+        if isinstance(op, ops.PermuteOp):
+            dims = tuple(op.defaults["dims"])
+            if dims == tuple(range(len(dims))):
+                return args[0]
+            inner = editor.producer(args[0])
+            if inner is not None and isinstance(inner.op, ops.PermuteOp):
+                inner_dims = tuple(inner.op.defaults["dims"])
+                composed = tuple(inner_dims[d] for d in dims)
+                if composed == tuple(range(len(composed))):
+                    return inner.args[0]
+                return editor.emit(
+                    ops.PermuteOp(dims=composed), inner.args, False, value_type
+                )
+            if inner is not None and isinstance(inner.op, ops.EinsumOp):
+                # only an einsum nothing else reads (else it would run twice)
+                if uses.get(operation.args[0], 0) == 1:
+                    return _permute_einsum_output(editor, inner, dims, value_type)
+            return None
+        if isinstance(op, (ops.ReshapeOp, ops.ExpandOp)):
+            arg_type = editor.value_type(args[0])
+            if shape is not None and arg_type is not None and arg_type.shape == shape:
+                return args[0]
+            return None
+        if isinstance(op, ops.NegOp):
+            inner = editor.producer(args[0])
+            if inner is not None and isinstance(inner.op, ops.NegOp):
+                return inner.args[0]
+            return None
+        if type(op) in _UNITS and len(args) == 2:
+            return _drop_unit(editor, _UNITS[type(op)], args, value_type)
+        if isinstance(op, ops.EinsumOp):
+            return _fold_permutes_into_einsum(editor, operation, args, value_type)
+        return None
+
+    return _rewrite(program, rule)
+
+
+def _use_counts(program):
+    counts = {}
+    for operation in program.operations:
+        for a in operation.args:
+            counts[a] = counts.get(a, 0) + 1
+    for leaf in iter_leaves(program.output):
+        counts[leaf] = counts.get(leaf, 0) + 1
+    return counts
+
+
+def _drop_unit(editor, unit, args, value_type):
+    """``x op unit`` or ``unit op x`` is ``x`` when ``unit`` is a Python
+    number (numpy, torch and jax keep ``x``'s dtype then) and ``x`` already
+    has the result's shape."""
+    for keep, other in ((args[0], args[1]), (args[1], args[0])):
+        value = editor.constant_value(other)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if value != unit:
+            continue
+        kept_type = editor.value_type(keep)
+        if kept_type is None or value_type is None or kept_type != value_type:
+            continue
+        return keep
+    return None
+
+
+def _parse_einsum(equation):
+    inputs, output = equation.split("->")
+    return inputs.split(","), output
+
+
+def _fold_permutes_into_einsum(editor, operation, args, value_type):
+    """``einsum(eq, permute(x, dims), ...)`` reads ``x`` directly, with the
+    operand's subscripts permuted back."""
+    equation = operation.op.defaults["equation"]
+    if "." in equation or "->" not in equation:
+        return None
+    subscripts, output = _parse_einsum(equation)
+    changed = False
+    new_args = list(args)
+    for n, arg in enumerate(args):
+        inner = editor.producer(arg)
+        if inner is None or not isinstance(inner.op, ops.PermuteOp):
+            continue
+        dims = tuple(inner.op.defaults["dims"])
+        if len(dims) != len(subscripts[n]):
+            continue
+        source = [None] * len(dims)
+        for i, d in enumerate(dims):
+            source[d] = subscripts[n][i]
+        subscripts[n] = "".join(source)
+        new_args[n] = inner.args[0]
+        changed = True
+    if not changed:
+        return None
+    op = ops.EinsumOp(equation=",".join(subscripts) + "->" + output)
+    return editor.emit(op, new_args, True, value_type)
+
+
+def _permute_einsum_output(editor, einsum, dims, value_type):
+    """``permute(einsum(eq), dims)`` as one einsum with permuted output."""
+    equation = einsum.op.defaults["equation"]
+    if "." in equation or "->" not in equation:
+        return None
+    subscripts, output = _parse_einsum(equation)
+    if len(dims) != len(output):
+        return None
+    output = "".join(output[d] for d in dims)
+    op = ops.EinsumOp(equation=",".join(subscripts) + "->" + output)
+    return editor.emit(op, einsum.args, True, value_type)
+
+
+# ------------------------------------------------------------------------ CSE
+def eliminate_common_subexpressions(program):
+    """Equal (non-random) operations on equal arguments compute once."""
+    seen = {}
+
+    def rule(editor, operation, args, value_type):
+        if is_random(operation.op):
+            return None
+        key = (operation.op, tuple(args), operation.packed)
+        if key in seen:
+            return seen[key]
+        seen[key] = Ref("o", len(editor.operations))
+        return None
+
+    return _rewrite(program, rule)
+
+
+# ------------------------------------------------------------------------ DCE
+def eliminate_dead_code(program):
+    """Drop operations and constants that no output depends on."""
+    editor = _Editor(program)
+    for k, operation in enumerate(program.operations):
+        args = [editor.remap[a] for a in operation.args]
+        old = program.first_operation + k
+        editor.remap[old] = editor.emit(
+            operation.op, args, operation.packed, program.value_types[old]
+        )
+    output = map_leaves(lambda i: editor.remap[i], program.output)
+    keep = set()
+    stack = list(iter_leaves(output))
+    while stack:
+        ref = stack.pop()
+        if ref in keep:
+            continue
+        keep.add(ref)
+        if ref.kind == "o":
+            stack.extend(editor.operations[ref.k][0].args)
+    return editor.finish(output, keep)
+
+
+# ------------------------------------------------------------------- pipeline
+PASSES = (
+    fold_constants,
+    simplify,
+    eliminate_common_subexpressions,
+    eliminate_dead_code,
+)
+
+
+def optimize(program, passes=PASSES, max_rounds=4):
+    """Run ``passes`` in order until the program stops changing."""
+    for _ in range(max_rounds):
+        before = _signature(program)
+        for run_pass in passes:
+            program = run_pass(program)
+        if _signature(program) == before:
+            break
+    return program
+
+
+def _signature(program):
+    return (len(program.constants), program.operations, repr(program.output))
+
+
+__all__ = [
+    "eliminate_common_subexpressions",
+    "eliminate_dead_code",
+    "fold_constants",
+    "optimize",
+    "simplify",
+]
