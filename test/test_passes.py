@@ -131,8 +131,8 @@ def apply_step(sketch, step, pick):
         sketch.emit(ops.PermuteOp(dims=(1, 0)), [e], (3, 2))
     elif step == "repeat" and sketch.operations:
         k = pick(list(range(len(sketch.operations))))
-        operation = sketch.operations[k]
-        sketch.emit(operation.op, operation.args, sketch.types[k].shape, operation.packed)
+        op = sketch.operations[k]
+        sketch.emit(op.op, op.args, sketch.types[k].shape, op.packed)
     elif step == "constant_op":
         sketch.emit(ops.exp, [2], (3,))
 
