@@ -32,6 +32,13 @@ from .program import iter_leaves, path_suffix
 
 _COUNTER = itertools.count()
 
+# funsor's default implementations of layout ops, written inline (the same
+# expression the default evaluates).
+INLINE_DEFAULTS = {
+    ops.getslice.default: "{}[{}]",
+    ops.ReshapeOp.dispatcher.default.default: "{}.reshape({})",
+}
+
 # Implementations generated code writes as Python operators.
 PYTHON_OPERATORS = {
     operator.add: "+",
@@ -179,6 +186,11 @@ def generate_function_source(program, name, *, standalone, resolved=None):
             if len(operands) == 1:
                 return f"{symbol}{operands[0]}"
             return f" {symbol} ".join(operands)
+        template = INLINE_DEFAULTS.get(impl) if len(extra) == 1 and not kwargs else None
+        if template is not None:  # x[index], x.reshape(shape)
+            var = namespace.create(f"_{operation.op.name}_p")
+            globals_[var] = extra[0]
+            return template.format(args, var)
         key = (id(impl), tuple(map(id, extra)), tuple(kwargs.items()))
         if key not in impl_names:
             base = namespace.create(f"_{operation.op.name}_impl")
@@ -228,7 +240,7 @@ def resolve(op, args, backend):
     cls = type(op)
     bound = bind_call(op, args)
     call_args, call_kwargs = bound.args, bound.kwargs
-    impl = backend.fast_implementations.get(cls)
+    impl = backend.fast_implementation(cls, call_args[cls.arity :])
     if impl is None or not all(backend.is_array(a) for a in call_args[: cls.arity]):
         impl = cls.dispatcher.partial_call(*call_args[: cls.arity])
     if isinstance(impl, PartialDefault):  # funsor's wrapper of the op's default
@@ -397,4 +409,37 @@ def format_listing(program):
         i = program.first_operation + k
         lines.append(f"  {typed(i)} = {_format_op(operation, names)}")
     lines.append(f"  return {structure_source(program.output, names)}")
+    return "\n".join(lines)
+
+
+def format_dot(program):
+    """Graphviz source of the program's dataflow graph."""
+    names = program.value_names
+    types = program.value_types
+
+    def label(i, text):
+        kind = f"\\n{types[i]}" if types[i] is not None else ""
+        return f"{text}{kind}".replace('"', "'")
+
+    lines = ["digraph OpProgram {", "  rankdir=TB;", '  node [fontname="monospace"];']
+    first_input = len(program.constants)
+    for i in range(program.num_values):
+        if i < first_input:
+            text, shape = (
+                f"{names[i]} = {_format_constant(program.constants[i], types[i])}",
+                "box",
+            )
+        elif i < program.first_operation:
+            text, shape = names[i], "ellipse"
+        else:
+            operation = program.operations[i - program.first_operation]
+            text, shape = _format_op(operation, names), "box, style=rounded"
+        lines.append(f'  v{i} [label="{label(i, text)}", shape={shape}];')
+    for k, operation in enumerate(program.operations):
+        for a in operation.args:
+            lines.append(f"  v{a} -> v{program.first_operation + k};")
+    for n, i in enumerate(iter_leaves(program.output)):
+        lines.append(f'  out{n} [label="output {n}", shape=doubleoctagon];')
+        lines.append(f"  v{i} -> out{n};")
+    lines.append("}")
     return "\n".join(lines)

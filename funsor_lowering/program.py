@@ -137,6 +137,10 @@ def value_type_of(value, backend):
     return None
 
 
+def _nbytes(value):
+    return int(getattr(value, "nbytes", 8))  # arrays; 8 for Python numbers
+
+
 def _as_value_type(spec):
     """A ValueType, or a nesting of tuples, lists and dicts of them."""
     if isinstance(spec, ValueType):
@@ -328,12 +332,22 @@ class OpProgram:
                 f"got {len(args)} positional argument(s)"
             )
         values = self._validate(kwargs)
+        fn = self._specialization(values)
+        self._fast = self._guarded(values, fn.__resolved__)
+        return fn(*values)
+
+    def _run_checked(self, kwargs):
+        """Validate and run (no guarded entry is built): the body backends
+        jit, which call it with their own tracer types."""
+        values = self._validate(kwargs)
+        return self._specialization(values)(*values)
+
+    def _specialization(self, values):
         key = tuple(map(type, values))
         fn = self._specialized.get(key)
         if fn is None:
             fn = self._specialize(key, values)
-        self._fast = self._guarded(values, fn.__resolved__)
-        return fn(*values)
+        return fn
 
     def _guarded(self, values, resolved):
         """The fast entry for calls like this one, or the checked path where
@@ -404,6 +418,47 @@ class OpProgram:
         if len(self._specialized) < _MAX_SPECIALIZATIONS:
             self._specialized[key] = fn
         return fn
+
+    # ------------------------------------------------------------ jit, export
+    def jit(self):
+        """A jit-compiled callable with the program's signature and outputs:
+        ``jax.jit`` on jax, ``torch.jit.trace`` on torch (traced on the first
+        call, per input shapes and dtypes), the program itself on numpy."""
+        return self._array_backend.jit(self)
+
+    def to_fx(self):
+        """An equivalent ``torch.fx.GraphModule`` (torch backend only): one
+        ``call_function`` node per operation, calling the implementation the
+        program's generated code calls; constants are module buffers."""
+        if self.backend != "torch":
+            raise NotImplementedError(
+                f"to_fx() needs a program built on the torch backend; this one "
+                f"runs on {self.backend}"
+            )
+        from .backends.torch_backend import program_to_fx
+
+        return program_to_fx(self)
+
+    def to_dot(self):
+        """Graphviz (dot) source drawing the program: inputs, constants,
+        operations (with their value types) and outputs."""
+        from .codegen import format_dot
+
+        return format_dot(self)
+
+    def stats(self):
+        """Counts: ``operations``, ``by_op`` (op name -> count), ``inputs``,
+        ``constants`` and ``constant_bytes`` (bytes held by constants)."""
+        by_op = {}
+        for operation in self.operations:
+            by_op[operation.op.name] = by_op.get(operation.op.name, 0) + 1
+        return {
+            "operations": len(self.operations),
+            "by_op": dict(sorted(by_op.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "inputs": len(self._input_leaves),
+            "constants": len(self.constants),
+            "constant_bytes": sum(_nbytes(c) for c in self.constants),
+        }
 
     # --------------------------------------------------------------- printing
     def as_code(self, name="program"):

@@ -260,3 +260,12 @@ def test_concrete_values_error_points_to_trace_function(fn):
 def test_backend_is_recorded():
     program = compile_function(lambda x: x + 1, x=Real)
     assert program.backend == funsor.get_backend()
+
+
+def test_reduction_funsor_normalize_cannot_build():
+    # funsor 0.4.8's normalize merges this into a (logaddexp, mul)
+    # Contraction and fails; compiling keeps the term as written.
+    def fn(f):
+        return (f["i"] * 2.0).reduce(ops.logaddexp, "i")
+
+    check_function(fn, f=Reals[5])

@@ -19,6 +19,11 @@ class ArrayBackend:
     # as funsor's, used by generated programs on this backend's arrays.
     fast_implementations = {}
 
+    def fast_implementation(self, op_type, params):
+        """A faster implementation of ``op_type`` called with its parameter
+        values ``params`` (positionally, after the operands), or ``None``."""
+        return self.fast_implementations.get(op_type)
+
     def activate(self):
         """Make sure funsor's op implementations for this backend are registered."""
 
@@ -60,6 +65,11 @@ class ArrayBackend:
     def example_key(self):
         """A fresh PRNG key where draws are keyed, else ``None``."""
         return None
+
+    def jit(self, program):
+        """A jit-compiled callable equivalent to ``program`` (by default the
+        program itself: numpy has no jit)."""
+        return program
 
     def tracing_patches(self):
         """A context manager active while tracing: routes backend calls that

@@ -51,6 +51,14 @@ class JaxBackend(ArrayBackend):
     def example_key(self):
         return jax.random.PRNGKey(0)
 
+    def jit(self, program):
+        jitted = jax.jit(program._run_checked)
+
+        def call(**kwargs):
+            return jitted(kwargs)
+
+        return call
+
     @contextlib.contextmanager
     def tracing_patches(self):
         # funsor's MonteCarlo splits its key with jax.random.split, outside

@@ -1,17 +1,26 @@
-"""torch adapter."""
+"""torch adapter: array facts, ``torch.jit.trace`` of programs, export to
+``torch.fx``."""
 
+import itertools
 import typing
+import warnings
 
 import funsor.torch  # noqa: F401  registers torch implementations of funsor.ops
 import torch
+import torch.fx
+from funsor import ops
 
 from ..extra_ops import categorical_sample
+from ..program import iter_leaves, map_leaves
 from .base import ArrayBackend, python_literal
 
 
 class TorchBackend(ArrayBackend):
     name = "torch"
     array_type_name = "torch.Tensor"
+
+    def jit(self, program):
+        return TracedProgram(program)
 
     def is_array(self, value):
         return isinstance(value, torch.Tensor)
@@ -34,6 +43,11 @@ class TorchBackend(ArrayBackend):
             source = f"torch.tensor({python_literal(data.tolist())}, dtype={dtype})"
         return source, ("import torch",)
 
+    def fast_implementation(self, op_type, params):
+        if op_type is ops.LogsumexpOp and params and params[0] is not None:
+            return torch.logsumexp  # (x, dim, keepdim), as funsor's wrapper calls it
+        return None
+
     def to_numpy(self, array):
         return array.detach().cpu().numpy()
 
@@ -47,6 +61,87 @@ class TorchBackend(ArrayBackend):
 def _categorical_sample(args, sample_shape=(), keyed=False):
     dist = torch.distributions.Categorical(logits=args[0])
     return dist.sample(tuple(sample_shape))
+
+
+class TracedProgram:
+    """``program`` through ``torch.jit.trace``, traced on the first call for
+    each tuple of input shapes and dtypes (outputs flattened to a tuple for
+    the tracer, nested again on return). Where tracing fails (outputs that
+    are not tensors), calls run the program itself."""
+
+    def __init__(self, program):
+        self.program = program
+        self.traced = {}
+        counter = itertools.count()
+        self.structure = map_leaves(lambda _: next(counter), program.output)
+
+    def __call__(self, **kwargs):
+        leaves = self.program._validate(kwargs)
+        key = tuple((tuple(v.shape), v.dtype) for v in leaves)
+        traced = self.traced.get(key)
+        if traced is None:
+            traced = self.traced[key] = self._trace(leaves)
+        flat = traced(*leaves)
+        return map_leaves(lambda k: flat[k], self.structure)
+
+    def _trace(self, leaves):
+        fn = self.program._specialization(leaves)
+
+        def flat_program(*arrays):
+            return tuple(iter_leaves(fn(*arrays)))
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", torch.jit.TracerWarning)
+                # deprecated in favour of torch.compile, which takes tens of
+                # seconds to compile a program on CPU; trace still works
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return torch.jit.trace(flat_program, tuple(leaves), check_trace=False)
+        except (RuntimeError, TypeError, ValueError) as error:
+            warnings.warn(
+                f"torch.jit.trace failed ({error}); calling the program uncompiled",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return flat_program
+
+
+def program_to_fx(program, example_inputs=None):
+    """``program`` as a ``torch.fx.GraphModule`` whose ``forward`` takes the
+    input leaves (by their value names) and returns the output nesting. Each
+    operation is a ``call_function`` node calling the implementation funsor's
+    dispatch picks for ``example_inputs`` (by default arrays of the inputs'
+    shapes in the default dtype); constants are buffers."""
+    from ..codegen import evaluate
+
+    if example_inputs is None:
+        example_inputs = [
+            BACKEND.example_array(t.shape)
+            if t.kind == "real"
+            else torch.zeros(t.shape, dtype=torch.bool if t.kind == "bool" else None)
+            for _, _, t in program._input_leaves
+        ]
+    _, resolved = evaluate(program, example_inputs)
+    root = torch.nn.Module()
+    graph = torch.fx.Graph()
+    names = program.value_names
+    nodes = []
+    for i, value in enumerate(program.constants):
+        if isinstance(value, torch.Tensor):
+            root.register_buffer(names[i], value)
+            nodes.append(graph.get_attr(names[i]))
+        else:
+            nodes.append(value)  # Python numbers are literal arguments
+    for i in range(len(program.constants), program.first_operation):
+        nodes.append(graph.placeholder(names[i]))
+    for operation, (impl, extra, kwargs) in zip(program.operations, resolved):
+        args = [nodes[a] for a in operation.args]
+        if operation.packed:
+            args = [tuple(args)]
+        node = graph.call_function(impl, tuple(args) + tuple(extra), dict(kwargs))
+        nodes.append(node)
+    graph.output(map_leaves(lambda i: nodes[i], program.output))
+    return torch.fx.GraphModule(root, graph, class_name="OpProgramModule")
 
 
 BACKEND = TorchBackend()
