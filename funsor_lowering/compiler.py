@@ -13,7 +13,9 @@ Example::
     array([1.        , 2.71828183])
 """
 
+import contextlib
 import functools
+import gc
 from collections import OrderedDict
 
 from funsor.tensor import Tensor
@@ -137,8 +139,25 @@ def compile_structure(structure, *, inputs=None, memo=None):
                 )
     if memo is None:
         memo = {}
-    lowered = map_leaves(lambda leaf: finalize(lower_term(leaf, memo), leaf), structure)
-    return optimize(ProgramBuilder(inputs).build(map_leaves(_untuple, lowered)))
+    with gc_paused():
+        lowered = map_leaves(
+            lambda leaf: finalize(lower_term(leaf, memo), leaf), structure
+        )
+        return optimize(ProgramBuilder(inputs).build(map_leaves(_untuple, lowered)))
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Pause Python's cyclic garbage collector: compiling allocates many
+    long-lived objects, and the collector's full passes over them would make
+    compile time grow faster than the program."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class ProgramBuilder:

@@ -340,12 +340,11 @@ def eliminate_common_subexpressions(program):
 def eliminate_dead_code(program):
     """Drop operations and constants that no output depends on."""
     editor = _Editor(program)
+    types = program.value_types
     for k, operation in enumerate(program.operations):
         args = [editor.remap[a] for a in operation.args]
         old = program.first_operation + k
-        editor.remap[old] = editor.emit(
-            operation.op, args, operation.packed, program.value_types[old]
-        )
+        editor.remap[old] = editor.emit(operation.op, args, operation.packed, types[old])
     output = map_leaves(lambda i: editor.remap[i], program.output)
     keep = set()
     stack = list(iter_leaves(output))
