@@ -344,7 +344,8 @@ def eliminate_dead_code(program):
     for k, operation in enumerate(program.operations):
         args = [editor.remap[a] for a in operation.args]
         old = program.first_operation + k
-        editor.remap[old] = editor.emit(operation.op, args, operation.packed, types[old])
+        op, packed = operation.op, operation.packed
+        editor.remap[old] = editor.emit(op, args, packed, types[old])
     output = map_leaves(lambda i: editor.remap[i], program.output)
     keep = set()
     stack = list(iter_leaves(output))
