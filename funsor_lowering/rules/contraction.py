@@ -122,8 +122,9 @@ def logspace_einsum_step(operands, equation, names):
 
 def broadcast_step(red_op, bin_op, operands, removed):
     """``bin_op`` over operands broadcast by name, then reduce ``removed``.
-    An input removed here that only one operand has is reduced in that
-    operand first (distributivity), so the broadcast product is smaller."""
+    By distributivity, an input removed here that only one operand has is
+    reduced in that operand first, and operands without removed inputs are
+    combined after the reduction, so the broadcast product is smaller."""
     operands = list(operands)
     for k, operand in enumerate(operands):
         others = {n for j, o in enumerate(operands) if j != k for n in o.batch}
@@ -132,9 +133,16 @@ def broadcast_step(red_op, bin_op, operands, removed):
             domains = {n: operand.batch[n] for n in own}
             operands[k] = reduce_batch(red_op, operand, own, domains)
             removed = [n for n in removed if n not in own]
-    product = functools.reduce(functools.partial(combine, bin_op), operands)
+    if not removed:
+        return functools.reduce(functools.partial(combine, bin_op), operands)
+    # Operands without a removed input factor out of the reduction
+    # (distributivity): they join the smaller, reduced result.
+    inner = [o for o in operands if any(n in o.batch for n in removed)]
+    outer = [o for o in operands if not any(n in o.batch for n in removed)]
+    product = functools.reduce(functools.partial(combine, bin_op), inner)
     domains = {n: product.batch[n] for n in removed}
-    return reduce_batch(red_op, product, list(removed), domains) if removed else product
+    result = reduce_batch(red_op, product, list(removed), domains)
+    return functools.reduce(functools.partial(combine, bin_op), outer, result)
 
 
 def contract_planned(red_op, bin_op, terms, names_reduced):
