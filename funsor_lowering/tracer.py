@@ -34,6 +34,7 @@ import numpy as np
 from funsor import ops
 from funsor.distribution import Distribution
 from funsor.domains import Real
+from funsor.gaussian import Gaussian
 from funsor.interpretations import Interpretation, eager, normalize, reflect
 from funsor.ops.op import Op
 from funsor.tensor import Tensor
@@ -53,9 +54,11 @@ from .extra_ops import (
     categorical_sample,
     split_key,
 )
+from .interpretations import gaussian_patterns
 from .layout import align, union_batch
 from .lowering import Lowerer
 from .passes import optimize
+from .patching import MethodPatch, Patches
 from .program import (
     Operation,
     OpProgram,
@@ -214,9 +217,12 @@ class TracingInterpretation(Interpretation):
         super().__init__("tracing")
 
     # Terms that only name or hold values: funsor's eager builds them.
-    LEAVES = (Tensor, Number, Variable, Slice, Tuple, Align)
+    LEAVES = (Tensor, Number, Variable, Slice, Tuple, Align, Gaussian)
 
     def interpret(self, cls, *args):
+        result = gaussian_patterns.interpret(get_origin(cls), *args)
+        if result is not None:
+            return result
         if issubclass(get_origin(cls), self.LEAVES) or _has_free_variables(args):
             return eager.interpret(cls, *args)
 
@@ -390,25 +396,20 @@ def traced_tensor_sample(self, sampled_vars, sample_inputs, rng_key):
     return total
 
 
-_ORIGINAL_SAMPLE = Distribution._sample
-_ORIGINAL_TENSOR_SAMPLE = Tensor._sample
+_ORIGINAL_SAMPLE = Distribution.__dict__["_sample"]
+_ORIGINAL_TENSOR_SAMPLE = Tensor.__dict__["_sample"]
 
 
-class SamplingPatches:
-    """While tracing: funsor's samplers record their draws as live ops."""
-
-    def __init__(self, backend):
-        self.backend_patches = backend.tracing_patches()
-
-    def __enter__(self):
-        Distribution._sample = traced_distribution_sample
-        Tensor._sample = traced_tensor_sample
-        self.backend_patches.__enter__()
-
-    def __exit__(self, *args):
-        Distribution._sample = _ORIGINAL_SAMPLE
-        Tensor._sample = _ORIGINAL_TENSOR_SAMPLE
-        return self.backend_patches.__exit__(*args)
+def tracing_patches(backend):
+    """While tracing: funsor's samplers record their draws as live ops,
+    funsor's Gaussians compute with ops, and the backend routes its own
+    calls (jax's key splitting) through ops."""
+    return Patches(
+        MethodPatch(Distribution, "_sample", traced_distribution_sample),
+        MethodPatch(Tensor, "_sample", traced_tensor_sample),
+        gaussian_patterns.ops_only_gaussians(),
+        backend.tracing_patches(),
+    )
 
 
 def trace_function(fn, kwargs, *, allow_constants=False):
@@ -438,7 +439,7 @@ def trace_function(fn, kwargs, *, allow_constants=False):
         input_types[name] = map_leaves(
             lambda a: ValueType(tuple(a.shape), backend.dtype_kind(a)), value
         )
-    with SamplingPatches(backend), recorder, TracingInterpretation():
+    with tracing_patches(backend), recorder, TracingInterpretation():
         result = fn(**kwargs)
     return _build_program(recorder, kwargs, input_types, result, allow_constants)
 

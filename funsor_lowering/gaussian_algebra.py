@@ -1,0 +1,153 @@
+"""Gaussian algebra with ``funsor.ops`` only, on arrays with leading batch dims.
+
+A Gaussian over a real vector ``x`` of size ``dim`` is funsor's square-root
+information form: the log-density ``-1/2 * || x @ prec_sqrt - white_vec ||^2``
+with ``white_vec`` of shape ``batch + (rank,)`` and ``prec_sqrt`` of shape
+``batch + (dim, rank)`` (no normalizer). Every function here computes with
+``funsor.ops`` calls only (no operators or indexing on arrays), so it runs
+on numpy, torch and jax arrays and ``trace_function`` records all of it.
+
+Derivations (``P = prec_sqrt``, ``w = white_vec``, ``Λ = P Pᵀ``, ``η = P w``):
+
+- *condition* on ``x₂ = v``: ``x₁ P₁ + v P₂ - w = x₁ P₁ - (w - v P₂)``;
+- *marginalize* ``x₂``: with ``A = L₂⁻¹ P₂`` (``L₂ = chol(P₂ P₂ᵀ)``, rows of
+  ``A`` orthonormal), the integral over ``x₂`` keeps the residual orthogonal
+  to the rows of ``P₂``: ``w' = w (I - AᵀA)``, ``P₁' = P₁ (I - AᵀA)``, and
+  adds ``dim₂/2 log 2π - log|L₂|``;
+- *normalizer* (all of ``x``): ``dim/2 log 2π - log|L| + (|L⁻¹η|² - |w|²)/2``;
+- *compress* a wide ``P`` (``rank > dim``): ``P' = chol(Λ)``, ``w' = P'⁻¹ η``,
+  plus ``(|w'|² - |w|²)/2``;
+- *sample*: ``x = Λ⁻¹ η + L⁻ᵀ z`` with ``z`` standard normal.
+
+Example::
+
+    >>> import numpy as np
+    >>> w, P = np.array([1.0, 0.0]), np.eye(2)
+    >>> float(log_density(w, P, np.array([0.0, 0.0])))
+    -0.5
+    >>> round(float(log_normalizer(w, P)), 6)  # log(2 pi)
+    1.837877
+"""
+
+import math
+
+from funsor import ops
+
+LOG_2PI = math.log(2 * math.pi)
+
+
+def transpose(x):
+    """Swap the last two axes."""
+    return ops.transpose(x, -1, -2)
+
+
+def matvec(m, v):
+    """``m @ v`` over the last axes: ``(..., i, j), (..., j) -> (..., i)``."""
+    return ops.einsum((m, v), "...ij,...j->...i")
+
+
+def vecmat(v, m):
+    """``v @ m``: ``(..., i), (..., i, j) -> (..., j)``."""
+    return ops.einsum((v, m), "...i,...ij->...j")
+
+
+def matmul(a, b):
+    return ops.einsum((a, b), "...ij,...jk->...ik")
+
+
+def norm2(v):
+    return ops.sum(ops.mul(v, v), -1)
+
+
+def log_det_tril(chol):
+    """``log|det L|`` of a Cholesky factor."""
+    return ops.sum(ops.log(ops.diagonal(chol, -1, -2)), -1)
+
+
+def solve_tril(chol, v, transposed=False):
+    """``L⁻¹ v`` (or ``L⁻ᵀ v``) for a lower-triangular ``L`` and vector ``v``."""
+    column = ops.unsqueeze(v, -1)
+    solution = ops.triangular_solve(column, chol, upper=False, transpose=transposed)
+    return ops.getslice(solution, (Ellipsis, 0))
+
+
+def info_vec(white_vec, prec_sqrt):
+    return matvec(prec_sqrt, white_vec)
+
+
+def precision(prec_sqrt):
+    return matmul(prec_sqrt, transpose(prec_sqrt))
+
+
+def log_density(white_vec, prec_sqrt, x):
+    """``-1/2 |x P - w|²`` at ``x`` (shape ``batch + (dim,)``)."""
+    return ops.mul(norm2(ops.sub(vecmat(x, prec_sqrt), white_vec)), -0.5)
+
+
+def log_normalizer(white_vec, prec_sqrt):
+    """``log ∫ exp(log_density(x)) dx`` (needs a full-rank precision)."""
+    dim = prec_sqrt.shape[-2]
+    chol = ops.cholesky(precision(prec_sqrt))
+    whitened = solve_tril(chol, info_vec(white_vec, prec_sqrt))
+    shift = ops.mul(ops.sub(norm2(whitened), norm2(white_vec)), 0.5)
+    return ops.add(ops.sub(shift, log_det_tril(chol)), 0.5 * dim * LOG_2PI)
+
+
+def condition(white_vec, prec_sqrt, value, value_rows):
+    """Substitute ``x[value_rows] = value``: returns ``(white_vec,
+    prec_sqrt)`` over the remaining rows (``value_rows`` is a ``slice``)."""
+    value_block = ops.getslice(prec_sqrt, (Ellipsis, value_rows, slice(None)))
+    white_vec = ops.sub(white_vec, vecmat(value, value_block))
+    return white_vec, _drop_rows(prec_sqrt, value_rows)
+
+
+def marginalize(white_vec, prec_sqrt, rows):
+    """Integrate out ``x[rows]`` (a ``slice``): returns ``(white_vec,
+    prec_sqrt, log_constant)`` of the Gaussian over the remaining rows."""
+    block = ops.getslice(prec_sqrt, (Ellipsis, rows, slice(None)))
+    dropped = block.shape[-2]
+    chol = ops.cholesky(precision(block))
+    # A = L⁻¹ P₂ has orthonormal rows; project them out of w and P₁.
+    orthonormal = ops.triangular_solve(block, chol, upper=False, transpose=False)
+    projection = ops.sub(
+        _eye_like(orthonormal, orthonormal.shape[-1]),
+        matmul(transpose(orthonormal), orthonormal),
+    )
+    white_vec = vecmat(white_vec, projection)
+    prec_sqrt = matmul(_drop_rows(prec_sqrt, rows), projection)
+    constant = ops.sub(0.5 * dropped * LOG_2PI, log_det_tril(chol))
+    return white_vec, prec_sqrt, constant
+
+
+def compress(white_vec, prec_sqrt):
+    """An equal Gaussian with ``rank == dim``: ``(white_vec, prec_sqrt,
+    log_constant)`` (needs a full-rank precision)."""
+    chol = ops.cholesky(precision(prec_sqrt))
+    new_white_vec = solve_tril(chol, info_vec(white_vec, prec_sqrt))
+    shift = ops.mul(ops.sub(norm2(new_white_vec), norm2(white_vec)), 0.5)
+    return new_white_vec, chol, shift
+
+
+def sample(white_vec, prec_sqrt, noise):
+    """``mean + L⁻ᵀ noise``: a draw given standard normal ``noise`` of shape
+    ``(..., dim)`` (leading sample dims broadcast against the batch)."""
+    chol = ops.cholesky(precision(prec_sqrt))
+    whitened = solve_tril(chol, info_vec(white_vec, prec_sqrt))
+    mean = solve_tril(chol, whitened, transposed=True)
+    chol = ops.expand(chol, tuple(noise.shape[:-1]) + tuple(chol.shape[-2:]))
+    return ops.add(mean, solve_tril(chol, noise, transposed=True))
+
+
+def _drop_rows(prec_sqrt, rows):
+    dim = prec_sqrt.shape[-2]
+    start, stop, _ = rows.indices(dim)
+    parts = []
+    if start > 0:
+        parts.append(ops.getslice(prec_sqrt, (Ellipsis, slice(0, start), slice(None))))
+    if stop < dim:
+        parts.append(ops.getslice(prec_sqrt, (Ellipsis, slice(stop, dim), slice(None))))
+    return parts[0] if len(parts) == 1 else ops.cat(tuple(parts), -2)
+
+
+def _eye_like(prototype, n):
+    return ops.new_eye(prototype, tuple(prototype.shape[:-2]) + (n,))

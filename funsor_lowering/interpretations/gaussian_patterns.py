@@ -1,0 +1,382 @@
+"""Ops-only eager patterns for funsor ``Gaussian`` s on concrete arrays.
+
+funsor 0.4.8 computes Gaussians with array operators and indexing (``@``,
+``x[..., None]``), which ``trace_function`` cannot record. While tracing,
+:func:`interpret` evaluates Gaussian terms with :mod:`~funsor_lowering.
+gaussian_algebra` instead (``funsor.ops`` only, equal results) and
+:func:`make_gaussian` replaces funsor's ``Gaussian(...)`` constructor:
+
+- construction from ``white_vec`` / ``prec_sqrt``, ``mean``, ``info_vec``,
+  ``precision``, ``scale_tril`` or ``covariance`` (wide ``prec_sqrt``
+  compressed as funsor does, when ``rank > 2 * dim``);
+- ``Gaussian + Gaussian``;
+- substitution: renaming, ``Bint`` inputs by constants or index tensors,
+  real inputs by values (conditioning; all of them: the log-density);
+- ``reduce(ops.logaddexp, ...)`` over real inputs (marginalization, the
+  normalizer) and then ``Bint`` inputs; ``reduce(ops.add, ...)`` over
+  ``Bint`` inputs (plates), also of ``Tensor + Gaussian`` sums.
+
+Anything else returns ``None`` (funsor's own patterns apply).
+"""
+
+import math
+from collections import OrderedDict
+
+from funsor import ops
+from funsor.cnf import Contraction
+from funsor.gaussian import Gaussian, GaussianMeta
+from funsor.tensor import Tensor
+from funsor.terms import Binary, FunsorMeta, Number, Reduce, Subs, Variable
+
+from .. import gaussian_algebra as ga
+from ..layout import align_expanded
+from ..lowering import Lowered
+from ..patching import MethodPatch, Patches
+
+COMPRESSION_THRESHOLD = 2  # funsor's Gaussian.compression_threshold default
+
+
+class NamedGaussian:
+    """A Gaussian's arrays with their inputs: ``Bint`` inputs are the leading
+    batch axes (in order), real inputs the rows of ``prec_sqrt`` (in order,
+    each flattened)."""
+
+    def __init__(self, white_vec, prec_sqrt, inputs):
+        self.white_vec, self.prec_sqrt = white_vec, prec_sqrt
+        self.ints = OrderedDict((k, d) for k, d in inputs.items() if d.dtype != "real")
+        self.reals = OrderedDict((k, d) for k, d in inputs.items() if d.dtype == "real")
+
+    @staticmethod
+    def of(gaussian):
+        return NamedGaussian(gaussian.white_vec, gaussian.prec_sqrt, gaussian.inputs)
+
+    @property
+    def inputs(self):
+        inputs = OrderedDict(self.ints)
+        inputs.update(self.reals)
+        return inputs
+
+    def rows(self, name):
+        """The ``slice`` of ``prec_sqrt`` rows of real input ``name``."""
+        start = 0
+        for k, d in self.reals.items():
+            if k == name:
+                return slice(start, start + d.num_elements)
+            start += d.num_elements
+        raise KeyError(name)
+
+    def funsor(self):
+        """The funsor ``Gaussian``, compressed as funsor's constructor does
+        (then ``Gaussian + Tensor``)."""
+        dim, rank = self.prec_sqrt.shape[-2:]
+        if rank > COMPRESSION_THRESHOLD * dim:
+            white_vec, prec_sqrt, shift = ga.compress(self.white_vec, self.prec_sqrt)
+            compressed = NamedGaussian(white_vec, prec_sqrt, self.inputs)
+            return compressed.funsor() + Tensor(shift, self.ints)
+        # funsor's base constructor: goes through the active interpretation
+        # (funsor's substitute relies on it), skipping GaussianMeta's conversions
+        items = tuple(self.inputs.items())
+        return FunsorMeta.__call__(Gaussian, self.white_vec, self.prec_sqrt, items)
+
+    def aligned(self, ints, reals):
+        """The arrays laid out for ``ints`` (batch, expanded) and ``reals``
+        (rows; zero rows for reals this Gaussian lacks)."""
+        white_vec = _align_batch(self.white_vec, self.ints, ints, 1)
+        prec_sqrt = _align_batch(self.prec_sqrt, self.ints, ints, 2)
+        if list(reals) == list(self.reals):
+            return white_vec, prec_sqrt
+        blocks = []
+        for name, domain in reals.items():
+            if name in self.reals:
+                rows = (Ellipsis, self.rows(name), slice(None))
+                blocks.append(ops.getslice(prec_sqrt, rows))
+            else:
+                shape = tuple(prec_sqrt.shape[:-2]) + (
+                    domain.num_elements,
+                    prec_sqrt.shape[-1],
+                )
+                blocks.append(ops.new_zeros(prec_sqrt, shape))
+        return white_vec, ops.cat(tuple(blocks), -2)
+
+    def reorder_reals(self, last):
+        """The same Gaussian with the real inputs ``last`` moved to the end."""
+        reals = OrderedDict((k, d) for k, d in self.reals.items() if k not in last)
+        reals.update((k, self.reals[k]) for k in last)
+        white_vec, prec_sqrt = self.aligned(self.ints, reals)
+        inputs = OrderedDict(self.ints)
+        inputs.update(reals)
+        return NamedGaussian(white_vec, prec_sqrt, inputs)
+
+
+def _align_batch(data, old, new, event_rank):
+    if list(old) == list(new) and all(old[k] == new[k] for k in new):
+        return data
+    event_shape = tuple(data.shape[len(data.shape) - event_rank :])
+    lowered = Lowered(Tensor(data), OrderedDict(old))
+    return align_expanded(lowered, OrderedDict(new), event_shape).data
+
+
+def _union_ints(*gaussians_or_tensors):
+    ints = OrderedDict()
+    for g in gaussians_or_tensors:
+        inputs = g.ints if isinstance(g, NamedGaussian) else g.inputs
+        ints.update((k, d) for k, d in inputs.items() if d.dtype != "real")
+    return ints
+
+
+def _tensor_data(value, ints, event_shape, prototype):
+    """A Tensor's (or Number's) data laid out for batch ``ints`` +
+    ``event_shape``."""
+    if isinstance(value, Number):
+        data, inputs = ops.new_full(prototype, (), value.data), OrderedDict()
+    else:
+        data, inputs = value.data, OrderedDict(value.inputs)
+    lowered = Lowered(Tensor(data), inputs)
+    return align_expanded(lowered, OrderedDict(ints), event_shape).data
+
+
+# ----------------------------------------------------------------- construct
+def make_gaussian(
+    cls,
+    white_vec=None,
+    prec_sqrt=None,
+    inputs=None,
+    *,
+    mean=None,
+    info_vec=None,
+    precision=None,
+    scale_tril=None,
+    covariance=None,
+):
+    """``Gaussian(...)`` (funsor's constructor arguments) with ops only."""
+    if inputs is None:
+        raise ValueError("Gaussian needs inputs")
+    inputs = OrderedDict(inputs)
+    if prec_sqrt is None and white_vec is not None:
+        raise ValueError("Cannot specify white_vec without prec_sqrt")
+    triangular = False
+    if prec_sqrt is None:
+        if precision is not None:
+            prec_sqrt, triangular = ops.cholesky(precision), True
+        elif covariance is not None:
+            scale_tril = ops.cholesky(covariance)
+        if scale_tril is not None:
+            prec_sqrt = ga.transpose(ops.triangular_inv(scale_tril))
+        if prec_sqrt is None:
+            raise ValueError(
+                "At least one of prec_sqrt, precision, scale_tril, or covariance "
+                "must be specified"
+            )
+    if white_vec is None:
+        if mean is not None:
+            white_vec = ga.vecmat(mean, prec_sqrt)
+        elif info_vec is not None:
+            if not triangular:
+                prec_sqrt = ops.cholesky(ga.precision(prec_sqrt))
+            white_vec = ga.solve_tril(prec_sqrt, info_vec)
+        else:
+            raise ValueError(
+                "At least one of white_vec, mean, or info_vec must be specified"
+            )
+    return NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
+
+
+# ----------------------------------------------------------------- patterns
+def interpret(cls, *args):
+    """The ops-only evaluation of term ``cls(*args)``, or ``None``."""
+    if cls is Binary and isinstance(args[0], ops.AddOp):
+        if isinstance(args[1], Gaussian) and isinstance(args[2], Gaussian):
+            return add(args[1], args[2])
+    elif cls is Subs and isinstance(args[0], Gaussian):
+        return substitute(args[0], args[1])
+    elif cls is Reduce and isinstance(args[1], Gaussian):
+        return reduce(args[0], (args[1],), args[2])
+    elif cls is Contraction and any(isinstance(t, Gaussian) for t in args[3:]):
+        red_op, bin_op, reduced, *terms = args
+        if isinstance(bin_op, ops.AddOp) and all(
+            isinstance(t, (Gaussian, Tensor, Number)) for t in terms
+        ):
+            if isinstance(red_op, ops.NullOp):
+                return None  # a lazy sum: nothing to compute
+            return reduce(red_op, terms, reduced)
+    return None
+
+
+def add(lhs, rhs):
+    lhs, rhs = NamedGaussian.of(lhs), NamedGaussian.of(rhs)
+    ints = _union_ints(lhs, rhs)
+    reals = OrderedDict(lhs.reals)
+    reals.update(rhs.reals)
+    lw, lp = lhs.aligned(ints, reals)
+    rw, rp = rhs.aligned(ints, reals)
+    white_vec = ops.cat((lw, rw), -1)
+    prec_sqrt = ops.cat((lp, rp), -1)
+    inputs = OrderedDict(ints)
+    inputs.update(reals)
+    return NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
+
+
+def substitute(gaussian, subs):
+    subs = tuple((k, v) for k, v in subs if k in gaussian.inputs)
+    if not subs:
+        return gaussian
+    g = NamedGaussian.of(gaussian)
+    renames = {k: v for k, v in subs if isinstance(v, Variable)}
+    values = {k: v for k, v in subs if not isinstance(v, Variable)}
+    if any(not isinstance(v, (Tensor, Number)) for v in values.values()):
+        return None  # lazy or affine substitution: funsor's own
+    if renames:
+        if any(renames[k].output != g.inputs[k] for k in renames):
+            return None
+        inputs = OrderedDict(
+            (renames.get(k, Variable(k, d)).name, d) for k, d in g.inputs.items()
+        )
+        if len(inputs) != len(g.inputs):
+            raise ValueError("Variable substitution name conflict")
+        g = NamedGaussian(g.white_vec, g.prec_sqrt, inputs)
+        result = g.funsor()
+        return Subs(result, tuple(values.items())) if values else result
+    int_values = {k: v for k, v in values.items() if k in g.ints}
+    if int_values:
+        # Index the batch: as Tensors, which the tracer evaluates with ops.
+        subs_items = tuple(int_values.items())
+        white_vec = Subs(Tensor(g.white_vec, g.ints), subs_items)
+        prec_sqrt = Subs(Tensor(g.prec_sqrt, g.ints), subs_items)
+        white_vec, prec_sqrt = _broadcast_pair(white_vec, prec_sqrt, g.white_vec)
+        inputs = OrderedDict(
+            (k, d) for k, d in white_vec.inputs.items() if d.dtype != "real"
+        )
+        inputs.update(g.reals)
+        g = NamedGaussian(white_vec.data, prec_sqrt.data, inputs)
+        rest = tuple((k, v) for k, v in values.items() if k not in int_values)
+        result = g.funsor()
+        return Subs(result, rest) if rest else result
+    # Real values: condition on them (all of them: the log-density).
+    names = [k for k in g.reals if k in values]
+    g = g.reorder_reals(names)
+    ints = _union_ints(g, *values.values())
+    white_vec, prec_sqrt = g.aligned(ints, g.reals)
+    flat = [
+        ops.ReshapeOp(shape=tuple(d.size for d in ints.values()) + (-1,))(
+            _tensor_data(values[k], ints, g.reals[k].shape, g.white_vec)
+        )
+        for k in names
+    ]
+    value = flat[0] if len(flat) == 1 else ops.cat(tuple(flat), -1)
+    kept_dim = sum(d.num_elements for k, d in g.reals.items() if k not in values)
+    if kept_dim == 0:
+        log_density = ga.log_density(white_vec, prec_sqrt, value)
+        return Tensor(log_density, ints)
+    white_vec, prec_sqrt = ga.condition(
+        white_vec, prec_sqrt, value, slice(kept_dim, None)
+    )
+    inputs = OrderedDict(ints)
+    inputs.update((k, d) for k, d in g.reals.items() if k not in values)
+    return NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
+
+
+def _broadcast_pair(white_vec, prec_sqrt, prototype):
+    """Two Tensors laid out over the union of their inputs."""
+    ints = _union_ints(white_vec, prec_sqrt)
+    return tuple(
+        Tensor(_tensor_data(t, ints, t.output.shape, prototype), ints)
+        for t in (white_vec, prec_sqrt)
+    )
+
+
+def reduce(op, terms, reduced):
+    """``reduce(op, sum of terms, reduced)`` for Gaussian, Tensor and Number
+    terms; ``None`` where funsor leaves it lazy (mixtures)."""
+    names = {v.name if isinstance(v, Variable) else v for v in reduced}
+    gaussians = [t for t in terms if isinstance(t, Gaussian)]
+    others = [t for t in terms if not isinstance(t, Gaussian)]
+    gaussian = gaussians[0]
+    for g in gaussians[1:]:
+        gaussian = add(gaussian, g)
+        if not isinstance(gaussian, Gaussian):  # compressed: Gaussian + Tensor
+            parts = gaussian.terms
+            others += [t for t in parts if not isinstance(t, Gaussian)]
+            (gaussian,) = [t for t in parts if isinstance(t, Gaussian)]
+    g = NamedGaussian.of(gaussian)
+    real_names = [k for k in g.reals if k in names]
+    int_names = [k for k in names if k not in g.reals]
+    if isinstance(op, ops.AddOp):
+        if real_names or others:
+            return None
+        return _plate(g, [k for k in g.ints if k in int_names])
+    if not isinstance(op, ops.LogaddexpOp):
+        return None
+    if any(k in g.ints for k in int_names) and len(real_names) < len(g.reals):
+        return None  # a mixture of Gaussians: funsor keeps it lazy
+    if not real_names:
+        return None
+    g = g.reorder_reals(real_names)
+    kept_dim = sum(d.num_elements for k, d in g.reals.items() if k not in names)
+    if kept_dim == 0:
+        result = Tensor(ga.log_normalizer(g.white_vec, g.prec_sqrt), g.ints)
+    else:
+        white_vec, prec_sqrt, constant = ga.marginalize(
+            g.white_vec, g.prec_sqrt, slice(kept_dim, None)
+        )
+        inputs = OrderedDict(g.ints)
+        inputs.update((k, d) for k, d in g.reals.items() if k not in names)
+        result = NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
+        result = result + Tensor(constant, g.ints)
+    for other in others:
+        result = result + other
+    remaining = frozenset(k for k in int_names if k in result.inputs)
+    return result.reduce(op, remaining) if remaining else result
+
+
+def _plate(g, names):
+    """``reduce(ops.add, g, names)`` over ``Bint`` inputs: the product of
+    the Gaussians along them, their ranks concatenated."""
+    if not names:
+        return g.funsor()
+    kept = OrderedDict((k, d) for k, d in g.ints.items() if k not in names)
+    order = list(kept) + names
+    ints = OrderedDict((k, g.ints[k]) for k in order)
+    white_vec, prec_sqrt = g.aligned(ints, g.reals)
+    nk, nr = len(kept), len(names)
+    batch = tuple(d.size for d in kept.values())
+    rank = white_vec.shape[-1] * math.prod(g.ints[k].size for k in names)
+    white_vec = ops.ReshapeOp(shape=batch + (rank,))(white_vec)
+    # prec_sqrt: (kept, reduced, dim, rank) -> (kept, dim, reduced, rank)
+    dims = tuple(range(nk)) + (nk + nr,) + tuple(range(nk, nk + nr)) + (nk + nr + 1,)
+    prec_sqrt = ops.permute(prec_sqrt, dims)
+    dim = prec_sqrt.shape[nk]
+    prec_sqrt = ops.ReshapeOp(shape=batch + (dim, rank))(prec_sqrt)
+    inputs = OrderedDict(kept)
+    inputs.update(g.reals)
+    return NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
+
+
+# funsor calls these Gaussian methods directly (substitute, eager Reduce);
+# while tracing they are replaced by the ops-only versions below.
+_ORIGINAL_EAGER_SUBS = Gaussian.__dict__["eager_subs"]
+_ORIGINAL_EAGER_REDUCE = Gaussian.__dict__["eager_reduce"]
+
+
+def _eager_subs(self, subs):
+    result = substitute(self, subs)
+    return _ORIGINAL_EAGER_SUBS(self, subs) if result is None else result
+
+
+def _eager_reduce(self, op, reduced_vars):
+    result = reduce(op, (self,), reduced_vars)
+    if result is None:
+        return _ORIGINAL_EAGER_REDUCE(self, op, reduced_vars)
+    return result
+
+
+def ops_only_gaussians():
+    """A context manager in which funsor's Gaussian constructor and its
+    ``eager_subs`` / ``eager_reduce`` compute with ``funsor.ops`` only."""
+    return Patches(
+        MethodPatch(GaussianMeta, "__call__", make_gaussian),
+        MethodPatch(Gaussian, "eager_subs", _eager_subs),
+        MethodPatch(Gaussian, "eager_reduce", _eager_reduce),
+    )
+
+
+__all__ = ["NamedGaussian", "interpret", "make_gaussian", "ops_only_gaussians"]
