@@ -52,6 +52,37 @@ class MethodPatch:
                 setattr(cls, self.name, self.original)
 
 
+class PatternPatch:
+    """Context manager: funsor's eager pattern for ``key`` registered on
+    exactly ``types`` is ``replacement`` meanwhile (for funsor code that
+    dispatches to eager patterns directly, bypassing interpretations)."""
+
+    def __init__(self, interpretation, key, types, replacement):
+        registry = interpretation._subinterpretations[0].registry
+        self.dispatcher = registry[key]
+        matches = [t for t in self.dispatcher.funcs if _same_types(t, types)]
+        if len(matches) != 1:
+            raise LookupError(f"no single {key.__name__} pattern on {types}")
+        (self.signature,) = matches
+        self.original = self.dispatcher.funcs[self.signature]
+        self.replacement = replacement
+
+    def __enter__(self):
+        self.dispatcher.add(self.signature, self.replacement)
+        return self
+
+    def __exit__(self, *args):
+        self.dispatcher.add(self.signature, self.original)
+
+
+def _same_types(signature, types):
+    # funsor registers op types wrapped, as typing_wrap[AddOp]
+    return len(signature) == len(types) and all(
+        s is t or getattr(s, "__args__", None) == (t,)
+        for s, t in zip(signature, types)
+    )
+
+
 class Patches:
     """Several :class:`MethodPatch` es as one context manager."""
 

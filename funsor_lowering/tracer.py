@@ -38,7 +38,7 @@ from funsor.gaussian import Gaussian
 from funsor.interpretations import Interpretation, eager, normalize, reflect
 from funsor.ops.op import Op
 from funsor.tensor import Tensor
-from funsor.terms import Align, Funsor, Number, Slice, Tuple, Variable
+from funsor.terms import Align, Funsor, Number, Slice, Subs, Tuple, Variable
 from funsor.typing import get_origin
 from funsor.util import get_backend
 
@@ -235,28 +235,53 @@ class TracingInterpretation(Interpretation):
             term = normalize.interpret(cls, *args)
             if isinstance(term, (Tensor, Number)) or _has_free_variables((term,)):
                 return term
-        try:
-            lowered = Lowerer(fold=False).lower(term)
-        except (UnsupportedTermError, NotImplementedError):
-            return eager.interpret(cls, *args)
-        if not isinstance(getattr(lowered, "expr", None), (Tensor, Number)):
-            return eager.interpret(cls, *args)
-        # Inputs in the term's own order, as funsor's eager lays them out (the
-        # lowering's internal layout must not show in .data). An exact
-        # Approximate keeps only its model's inputs, hence the filter.
-        order = tuple(n for n in term.inputs if n in lowered.batch)
-        expr = align(lowered, order)
-        if isinstance(expr, Number):
-            return expr
-        inputs = OrderedDict((n, lowered.batch[n]) for n in order)
-        return Tensor(expr.data, inputs, term.output.dtype)
+        result = evaluate_by_lowering(term)
+        return eager.interpret(cls, *args) if result is None else result
+
+
+def evaluate_by_lowering(term):
+    """A term over Tensors evaluated by the lowering rules (``funsor.ops``
+    only), as a Tensor or Number; ``None`` where no rule applies."""
+    try:
+        lowered = Lowerer(fold=False).lower(term)
+    except (UnsupportedTermError, NotImplementedError):
+        return None
+    if not isinstance(getattr(lowered, "expr", None), (Tensor, Number)):
+        return None
+    # Inputs in the term's own order, as funsor's eager lays them out (the
+    # lowering's internal layout must not show in .data). An exact
+    # Approximate keeps only its model's inputs, hence the filter.
+    order = tuple(n for n in term.inputs if n in lowered.batch)
+    expr = align(lowered, order)
+    if isinstance(expr, Number):
+        return expr
+    inputs = OrderedDict((n, lowered.batch[n]) for n in order)
+    return Tensor(expr.data, inputs, term.output.dtype)
+
+
+def traced_tensor_eager_subs(self, subs):
+    """``Tensor.eager_subs`` while tracing (funsor's substitute calls it
+    directly): through the lowering rules where they apply. Renamings (and
+    the alpha-renaming building the term does) stay funsor's: no data."""
+    values = [v for _, v in subs]
+    if not all(isinstance(v, Variable) for v in values) and all(
+        isinstance(v, (Tensor, Number, Slice, Variable)) for v in values
+    ):
+        result = evaluate_by_lowering(Subs(self, subs))
+        if result is not None:
+            return result
+    return _ORIGINAL_TENSOR_EAGER_SUBS(self, subs)
+
+
+_ORIGINAL_TENSOR_EAGER_SUBS = Tensor.__dict__["eager_subs"]
 
 
 def _has_free_variables(args):
     """Whether an argument is a lazy term with free inputs (a Variable, or a
-    term over one); Tensors' named inputs are data, not free variables."""
+    term over one); the named inputs of Tensors and Slices are data, not
+    free variables."""
     for arg in args:
-        if isinstance(arg, Funsor) and not isinstance(arg, (Tensor, Number)):
+        if isinstance(arg, Funsor) and not isinstance(arg, (Tensor, Number, Slice)):
             if arg.inputs:
                 return True
         if isinstance(arg, tuple) and _has_free_variables(arg):
@@ -407,6 +432,7 @@ def tracing_patches(backend):
     return Patches(
         MethodPatch(Distribution, "_sample", traced_distribution_sample),
         MethodPatch(Tensor, "_sample", traced_tensor_sample),
+        MethodPatch(Tensor, "eager_subs", traced_tensor_eager_subs),
         gaussian_patterns.ops_only_gaussians(),
         backend.tracing_patches(),
     )

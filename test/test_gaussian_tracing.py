@@ -10,11 +10,13 @@ import numpy as np
 from funsor import ops
 from funsor.domains import Bint, Real, Reals
 from funsor.gaussian import Gaussian
+from funsor.sum_product import MarkovProduct, sequential_sum_product, sum_product
 from funsor.tensor import Tensor
+from funsor.terms import Variable
 
 from funsor_lowering import trace_function
 
-from .helpers import assert_matches, from_numpy
+from .helpers import assert_matches, from_numpy, to_numpy
 
 BACKEND = funsor.get_backend()
 
@@ -138,3 +140,83 @@ def test_wide_gaussian_is_compressed_like_funsor():
 
     program = check(fn, w=(6,), P=(2, 6), u=(2,))
     assert any(o.op.name == "cholesky" for o in program.operations)
+
+
+# ------------------------------------------------- Gaussian sum-products
+T, D = 6, 2
+
+
+def chain_arrays():
+    return dict(w0=(D,), P0=(D, D), w=(T, 2 * D), P=(T, 2 * D, 2 * D))
+
+
+def kalman(w0, P0, w, P):
+    """log ∫ of a Gaussian chain: an initial factor and T transitions,
+    eliminated by funsor's sequential_sum_product."""
+    init = gaussian(w0, P0, x_curr=Reals[D])
+    trans = gaussian(w, P, time=Bint[T], x_prev=Reals[D], x_curr=Reals[D])
+    chain = sequential_sum_product(
+        ops.logaddexp, ops.add, trans, Variable("time", Bint[T]), {"x_prev": "x_curr"}
+    )
+    return (init(x_curr="x_prev") + chain).reduce(ops.logaddexp).data
+
+
+def hand_written_filter(w0, P0, w, P):
+    """The same log-partition by an information-form forward filter in
+    plain numpy (Schur complements), independent of funsor and of us."""
+    w0, P0, w, P = (np.asarray(to_numpy(a), np.float64) for a in (w0, P0, w, P))
+    prec, info, const = P0 @ P0.T, P0 @ w0, -0.5 * w0 @ w0
+    for t in range(T):
+        prec_t = P[t] @ P[t].T
+        info_t = P[t] @ w[t]
+        joint_prec = prec_t.copy()
+        joint_prec[:D, :D] += prec
+        joint_info = info_t.copy()
+        joint_info[:D] += info
+        const = const - 0.5 * w[t] @ w[t]
+        a, b = joint_prec[:D, :D], joint_prec[:D, D:]
+        solve_b, solve_i = np.linalg.solve(a, b), np.linalg.solve(a, joint_info[:D])
+        const += 0.5 * joint_info[:D] @ solve_i + 0.5 * D * np.log(2 * np.pi)
+        const -= 0.5 * np.linalg.slogdet(a)[1]
+        prec = joint_prec[D:, D:] - b.T @ solve_b
+        info = joint_info[D:] - b.T @ solve_i
+    return (
+        const
+        + 0.5 * info @ np.linalg.solve(prec, info)
+        + 0.5 * D * np.log(2 * np.pi)
+        - 0.5 * np.linalg.slogdet(prec)[1]
+    )
+
+
+def test_kalman_filter_traces_and_matches_a_hand_written_filter():
+    program = check(kalman, **chain_arrays())
+    fresh = arrays(5, **chain_arrays())
+    expected = hand_written_filter(**fresh)
+    np.testing.assert_allclose(to_numpy(program(**fresh)), expected, rtol=1e-3)
+
+
+def test_markov_product_of_gaussians():
+    def fn(w, P):
+        trans = gaussian(w, P, time=Bint[T], x_prev=Reals[D], x_curr=Reals[D])
+        chain = MarkovProduct(
+            ops.logaddexp, ops.add, trans, "time", {"x_prev": "x_curr"}
+        )
+        return chain.reduce(ops.logaddexp).data
+
+    check(fn, w=(T, 2 * D), P=(T, 2 * D, 2 * D))
+
+
+def test_plated_sum_product_of_gaussians():
+    def fn(w0, P0, w, P):
+        shared = gaussian(w0, P0, z=Reals[D])
+        local = gaussian(w, P, i=Bint[3], z=Reals[D], y=Real)
+        factors = [shared, local]
+        return sum_product(
+            ops.logaddexp,
+            ops.add,
+            factors,
+            frozenset({"z", "y", "i"}),
+            frozenset({"i"}),
+        ).data
+
+    check(fn, w0=(D,), P0=(D, D), w=(3, D + 1), P=(3, D + 1, D + 1))

@@ -9,7 +9,8 @@ gaussian_algebra` instead (``funsor.ops`` only, equal results) and
 - construction from ``white_vec`` / ``prec_sqrt``, ``mean``, ``info_vec``,
   ``precision``, ``scale_tril`` or ``covariance`` (wide ``prec_sqrt``
   compressed as funsor does, when ``rank > 2 * dim``);
-- ``Gaussian + Gaussian``;
+- ``Gaussian + Gaussian``; ``Cat`` of Gaussians (as ``sequential_sum_product``
+  builds them);
 - substitution: renaming, ``Bint`` inputs by constants or index tensors,
   real inputs by values (conditioning; all of them: the log-density);
 - ``reduce(ops.logaddexp, ...)`` over real inputs (marginalization, the
@@ -24,14 +25,25 @@ from collections import OrderedDict
 
 from funsor import ops
 from funsor.cnf import Contraction
+from funsor.domains import Bint
 from funsor.gaussian import Gaussian, GaussianMeta
+from funsor.interpretations import eager
 from funsor.tensor import Tensor
-from funsor.terms import Binary, FunsorMeta, Number, Reduce, Subs, Variable
+from funsor.terms import (
+    Binary,
+    Cat,
+    FunsorMeta,
+    Number,
+    Reduce,
+    Slice,
+    Subs,
+    Variable,
+)
 
 from .. import gaussian_algebra as ga
 from ..layout import align_expanded
 from ..lowering import Lowered
-from ..patching import MethodPatch, Patches
+from ..patching import MethodPatch, Patches, PatternPatch
 
 COMPRESSION_THRESHOLD = 2  # funsor's Gaussian.compression_threshold default
 
@@ -187,6 +199,8 @@ def interpret(cls, *args):
     if cls is Binary and isinstance(args[0], ops.AddOp):
         if isinstance(args[1], Gaussian) and isinstance(args[2], Gaussian):
             return add(args[1], args[2])
+    elif cls is Cat and all(_split_mixture(p) is not None for p in args[1]):
+        return cat(*args)
     elif cls is Subs and isinstance(args[0], Gaussian):
         return substitute(args[0], args[1])
     elif cls is Reduce and isinstance(args[1], Gaussian):
@@ -216,6 +230,67 @@ def add(lhs, rhs):
     return NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
 
 
+def _split_mixture(part):
+    """``(tensor or None, gaussian)`` of a Gaussian or ``Tensor + Gaussian``."""
+    if isinstance(part, Gaussian):
+        return None, part
+    if (
+        isinstance(part, Contraction)
+        and isinstance(part.red_op, ops.NullOp)
+        and isinstance(part.bin_op, ops.AddOp)
+        and len(part.terms) == 2
+    ):
+        tensors = [t for t in part.terms if isinstance(t, Tensor)]
+        gaussians = [t for t in part.terms if isinstance(t, Gaussian)]
+        if len(tensors) == len(gaussians) == 1:
+            return tensors[0], gaussians[0]
+    return None
+
+
+def cat(name, parts, part_name):
+    """``Cat(name, parts, part_name)`` of Gaussians (or ``Tensor + Gaussian``
+    sums): the Gaussians concatenated along the ``part_name`` batch axis,
+    ranks padded with zero columns; the Tensors concatenated as Tensors."""
+    split = [_split_mixture(p) for p in parts]
+    if any(t is not None for t, _ in split):
+        tensors = []
+        for t, g in split:  # each laid out over its part's part_name input
+            t = Number(0.0) if t is None else t
+            ints = OrderedDict([(part_name, g.inputs[part_name])])
+            ints.update((k, d) for k, d in t.inputs.items() if k != part_name)
+            data = _tensor_data(t, ints, (), g.white_vec)
+            tensors.append(Tensor(data, ints))
+        gaussians = cat(name, tuple(g for _, g in split), part_name)
+        return gaussians + Cat(name, tuple(tensors), part_name)
+    parts = [NamedGaussian.of(g) for _, g in split]
+    others = OrderedDict()
+    reals = OrderedDict()
+    for p in parts:
+        others.update((k, d) for k, d in p.ints.items() if k != part_name)
+        reals.update(p.reals)
+    white_vecs, prec_sqrts = [], []
+    for p in parts:
+        ints = OrderedDict([(part_name, p.ints[part_name])])
+        ints.update(others)
+        white_vec, prec_sqrt = p.aligned(ints, reals)
+        white_vecs.append(white_vec)
+        prec_sqrts.append(prec_sqrt)
+    rank = max(w.shape[-1] for w in white_vecs)
+    for i, (white_vec, prec_sqrt) in enumerate(zip(white_vecs, prec_sqrts)):
+        pad = rank - white_vec.shape[-1]
+        if pad:
+            zeros = ops.new_zeros(white_vec, tuple(white_vec.shape[:-1]) + (pad,))
+            white_vecs[i] = ops.cat((white_vec, zeros), -1)
+            zeros = ops.new_zeros(prec_sqrt, tuple(prec_sqrt.shape[:-1]) + (pad,))
+            prec_sqrts[i] = ops.cat((prec_sqrt, zeros), -1)
+    white_vec = ops.cat(tuple(white_vecs), 0)
+    prec_sqrt = ops.cat(tuple(prec_sqrts), 0)
+    inputs = OrderedDict([(name, Bint[white_vec.shape[0]])])
+    inputs.update(others)
+    inputs.update(reals)
+    return NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
+
+
 def substitute(gaussian, subs):
     subs = tuple((k, v) for k, v in subs if k in gaussian.inputs)
     if not subs:
@@ -223,7 +298,10 @@ def substitute(gaussian, subs):
     g = NamedGaussian.of(gaussian)
     renames = {k: v for k, v in subs if isinstance(v, Variable)}
     values = {k: v for k, v in subs if not isinstance(v, Variable)}
-    if any(not isinstance(v, (Tensor, Number)) for v in values.values()):
+    if any(
+        not isinstance(v, (Tensor, Number, Slice) if k in g.ints else (Tensor, Number))
+        for k, v in values.items()
+    ):
         return None  # lazy or affine substitution: funsor's own
     if renames:
         if any(renames[k].output != g.inputs[k] for k in renames):
@@ -369,11 +447,17 @@ def _eager_reduce(self, op, reduced_vars):
     return result
 
 
+def _eager_add(op, lhs, rhs):
+    return add(lhs, rhs)
+
+
 def ops_only_gaussians():
     """A context manager in which funsor's Gaussian constructor and its
     ``eager_subs`` / ``eager_reduce`` compute with ``funsor.ops`` only."""
     return Patches(
         MethodPatch(GaussianMeta, "__call__", make_gaussian),
+        # funsor's Contraction patterns dispatch to this one directly
+        PatternPatch(eager, Binary, (ops.AddOp, Gaussian, Gaussian), _eager_add),
         MethodPatch(Gaussian, "eager_subs", _eager_subs),
         MethodPatch(Gaussian, "eager_reduce", _eager_reduce),
     )
