@@ -75,11 +75,35 @@ class PatternPatch:
         self.dispatcher.add(self.signature, self.original)
 
 
+class FunctionPatch:
+    """Context manager: every eager pattern of ``interpretation`` that is
+    ``original`` (funsor registers some functions for many signatures) is
+    ``replacement`` meanwhile."""
+
+    def __init__(self, interpretation, original, replacement):
+        registry = interpretation._subinterpretations[0].registry.registry
+        self.entries = [
+            (dispatcher, signature)
+            for dispatcher in registry.values()
+            for signature, fn in dispatcher.funcs.items()
+            if fn is original
+        ]
+        self.original, self.replacement = original, replacement
+
+    def __enter__(self):
+        for dispatcher, signature in self.entries:
+            dispatcher.add(signature, self.replacement)
+        return self
+
+    def __exit__(self, *args):
+        for dispatcher, signature in self.entries:
+            dispatcher.add(signature, self.original)
+
+
 def _same_types(signature, types):
     # funsor registers op types wrapped, as typing_wrap[AddOp]
     return len(signature) == len(types) and all(
-        s is t or getattr(s, "__args__", None) == (t,)
-        for s, t in zip(signature, types)
+        s is t or getattr(s, "__args__", None) == (t,) for s, t in zip(signature, types)
     )
 
 

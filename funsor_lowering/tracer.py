@@ -195,7 +195,7 @@ def _with_draw_key(op, args, kwargs):
     """``ops.randn``'s arguments with the key a keyed draw given none uses."""
     bound = bind_call(op, args, kwargs)
     if bound.arguments.get("rng_key") is None:
-        bound.arguments["rng_key"] = _draw_key(None)
+        bound.arguments["rng_key"] = draw_key(None)
     return bound.args, bound.kwargs
 
 
@@ -301,8 +301,8 @@ class KeySource:
 
     def next(self):
         self.used = True
-        draw_key, self.key = split_key(self.key, index=0), split_key(self.key, index=1)
-        return draw_key
+        key, self.key = split_key(self.key, index=0), split_key(self.key, index=1)
+        return key
 
     def __enter__(self):
         self._outer, KeySource.active = KeySource.active, self
@@ -312,7 +312,7 @@ class KeySource:
         KeySource.active = self._outer
 
 
-def _draw_key(rng_key):
+def draw_key(rng_key):
     """The key a draw uses: ``None`` where draws are not keyed."""
     if get_backend() != "jax":
         return None
@@ -340,7 +340,7 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
     batch = union_batch(*params)
     names, exprs = parameter_operands(self, params, batch)
     operands = [e.data for e in exprs]
-    key = _draw_key(rng_key)
+    key = draw_key(rng_key)
     keyed = key is not None
     event_rank = len(value.output.shape)
     op = DistributionSampleOp(
@@ -389,7 +389,7 @@ def traced_tensor_sample(self, sampled_vars, sample_inputs, rng_key):
     batch_shape = tuple(d.size for d in batch_inputs.values())
     flat_logits = ops.ReshapeOp(shape=batch_shape + (-1,))(logits)
     sample_shape = tuple(d.size for d in sample_inputs.values())
-    key = _draw_key(rng_key)
+    key = draw_key(rng_key)
     keyed = key is not None
     flat_sample = categorical_sample(
         (flat_logits,) + ((key,) if keyed else ()),

@@ -200,3 +200,39 @@ def test_values_computed_outside_ops_are_refused():
 
     with pytest.raises(UntracedValueError, match="different programs"):
         compile_function(fn, f=Reals[2])
+
+
+@pytest.mark.skipif(BACKEND == "numpy", reason="funsor has no numpy distributions")
+def test_normal_and_mvn_samplers_are_live_with_the_right_moments():
+    # funsor turns Normal / MultivariateNormal into Gaussians and samples
+    # those; the tracer computes both with funsor.ops
+    dist = importlib.import_module(f"funsor.{BACKEND}.distributions")
+
+    def moments(loc, log_scale, mvn_loc):
+        x, y = funsor.Variable("x", Real), funsor.Variable("y", Reals[2])
+        normal = dist.Normal(loc, ops.exp(log_scale), value="x")
+        scale_tril = Tensor(from_numpy(np.array([[1.0, 0.0], [0.5, 2.0]], np.float32)))
+        mvn = dist.MultivariateNormal(mvn_loc, scale_tril=scale_tril, value="y")
+        with MonteCarlo(particle=Bint[N]):
+            a = Integrate(normal, x, frozenset({"x"}))
+            b = Integrate(mvn, y, frozenset({"y"}))
+        return a, b
+
+    program = compile_function(moments, loc=Real, log_scale=Real, mvn_loc=Reals[2])
+    arrays = {
+        "loc": from_numpy(np.array(1.5, np.float32)),
+        "log_scale": from_numpy(np.array(np.log(2.0), np.float32)),
+        "mvn_loc": from_numpy(np.array([-1.0, 3.0], np.float32)),
+    }
+    (a, b), (a2, _) = draw(program, arrays, 0), draw(program, arrays, 1)
+    a, b = np.asarray(to_numpy(a)), np.asarray(to_numpy(b))
+    assert a.shape == (N,) and b.shape == (N, 2)
+    assert not np.allclose(a, to_numpy(a2))
+    assert abs(a.mean() - 1.5) < 5 * 2.0 / np.sqrt(N)
+    assert abs(a.std() - 2.0) < 0.15
+    np.testing.assert_allclose(b.mean(0), [-1.0, 3.0], atol=5 * 2.3 / np.sqrt(N))
+    cov = np.array([[1.0, 0.5], [0.5, 4.25]])
+    np.testing.assert_allclose(np.cov(b.T), cov, rtol=0.15, atol=0.1)
+    if BACKEND == "torch":  # eager funsor draws from the same distribution
+        eager = np.asarray(to_numpy(eager_reference(moments, arrays)[0]))
+        assert abs(a.mean() - eager.mean()) < 5 * np.sqrt(a.var() / N + eager.var() / N)

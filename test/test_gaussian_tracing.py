@@ -8,6 +8,7 @@ from collections import OrderedDict
 import funsor
 import numpy as np
 from funsor import ops
+from funsor.delta import Delta
 from funsor.domains import Bint, Real, Reals
 from funsor.gaussian import Gaussian
 from funsor.sum_product import MarkovProduct, sequential_sum_product, sum_product
@@ -220,3 +221,53 @@ def test_plated_sum_product_of_gaussians():
         ).data
 
     check(fn, w0=(D,), P0=(D, D), w=(3, D + 1), P=(3, D + 1, D + 1))
+
+
+# ------------------------------------------------------------- sampling
+def draw(program, arrays, seed):
+    if BACKEND == "jax":
+        import jax
+
+        return program(**arrays, rng_key=jax.random.PRNGKey(seed))
+    return program(**arrays)
+
+
+def test_gaussian_samples_are_live_with_the_right_moments():
+    n = 4000
+
+    def fn(w, P, rng_key=None):
+        g = gaussian(w, P, x=Reals[2])
+        sample = g.sample(frozenset({"x"}), OrderedDict(n=Bint[n]), rng_key=rng_key)
+        (delta,) = [t for t in sample.terms if isinstance(t, Delta)]
+        (normalizer,) = [t for t in sample.terms if isinstance(t, Tensor)]
+        return delta.terms[0][1][0].data, normalizer.data
+
+    inputs = arrays(0, w=(2,), P=(2, 2))
+    if BACKEND == "jax":
+        import jax
+
+        inputs["rng_key"] = jax.random.PRNGKey(0)
+    program = trace_function(fn, inputs)
+    fresh = arrays(1, w=(2,), P=(2, 2))
+    (first, normalizer), (second, _) = draw(program, fresh, 1), draw(program, fresh, 2)
+    first, second = np.asarray(to_numpy(first)), np.asarray(to_numpy(second))
+    assert first.shape == (n, 2) and not np.allclose(first, second)
+    # the exact mean and covariance of the Gaussian
+    w, P = (np.asarray(to_numpy(fresh[k]), np.float64) for k in ("w", "P"))
+    precision = P @ P.T
+    cov, mean = np.linalg.inv(precision), np.linalg.solve(precision, P @ w)
+    stderr = np.sqrt(np.diag(cov) / n)
+    assert np.all(np.abs(first.mean(0) - mean) < 5 * stderr)
+    np.testing.assert_allclose(np.cov(first.T), cov, rtol=0.15, atol=0.05)
+    expected = gaussian(fresh["w"], fresh["P"], x=Reals[2]).reduce(ops.logaddexp)
+    assert_matches(normalizer, expected.data, rtol=1e-4)
+
+
+def test_affine_substitution():
+    def fn(w, P, a, u):
+        g = gaussian(w, P, x=Reals[2], y=Real)
+        z = Variable("z", Reals[2])
+        conditioned = g(x=z * Tensor(a) + 1.0, y=z.sum() * 0.5)
+        return conditioned(z=Tensor(u)).data, conditioned.reduce(ops.logaddexp).data
+
+    check(fn, w=(3,), P=(3, 3), a=(2,), u=(2,))

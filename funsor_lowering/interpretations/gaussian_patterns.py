@@ -23,16 +23,21 @@ Anything else returns ``None`` (funsor's own patterns apply).
 import math
 from collections import OrderedDict
 
+import funsor.distribution
 from funsor import ops
+from funsor.affine import affine_inputs, is_affine
 from funsor.cnf import Contraction
-from funsor.domains import Bint
+from funsor.delta import Delta
+from funsor.domains import Bint, Real, Reals
 from funsor.gaussian import Gaussian, GaussianMeta
-from funsor.interpretations import eager
-from funsor.tensor import Tensor
+from funsor.interpretations import eager, reflect
+from funsor.interpreter import gensym
+from funsor.tensor import Tensor, get_default_prototype
 from funsor.terms import (
     Binary,
     Cat,
     FunsorMeta,
+    Lambda,
     Number,
     Reduce,
     Slice,
@@ -43,7 +48,7 @@ from funsor.terms import (
 from .. import gaussian_algebra as ga
 from ..layout import align_expanded
 from ..lowering import Lowered
-from ..patching import MethodPatch, Patches, PatternPatch
+from ..patching import FunctionPatch, MethodPatch, Patches, PatternPatch
 
 COMPRESSION_THRESHOLD = 2  # funsor's Gaussian.compression_threshold default
 
@@ -296,6 +301,17 @@ def substitute(gaussian, subs):
     if not subs:
         return gaussian
     g = NamedGaussian.of(gaussian)
+    affine = [
+        (k, v)
+        for k, v in subs
+        if not isinstance(v, (Tensor, Number, Slice, Variable))
+        and is_affine(v)
+        and affine_inputs(v)
+    ]
+    if affine:  # one at a time; the rest substitute into the result
+        (name, value), rest = affine[0], tuple(kv for kv in subs if kv != affine[0])
+        result = _substitute_affine(g, name, value)
+        return Subs(result, rest) if rest else result
     renames = {k: v for k, v in subs if isinstance(v, Variable)}
     values = {k: v for k, v in subs if not isinstance(v, Variable)}
     if any(
@@ -351,6 +367,67 @@ def substitute(gaussian, subs):
     inputs = OrderedDict(ints)
     inputs.update((k, d) for k, d in g.reals.items() if k not in values)
     return NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
+
+
+def affine_parts(value):
+    """``(const, coeffs)`` of a funsor affine in some real inputs, with
+    ``funsor.ops`` only: ``const`` is ``value`` at zero, ``coeffs[y]`` a
+    Tensor of shape ``y.shape + value.shape`` (evaluated at basis vectors)."""
+    prototype = get_default_prototype()
+    names = affine_inputs(value)
+    inputs = OrderedDict((k, d) for k, d in value.inputs.items() if k in names)
+    zeros = {k: Tensor(ops.new_zeros(prototype, d.shape)) for k, d in inputs.items()}
+    const = value(**zeros)
+    coeffs = OrderedDict()
+    for k, d in inputs.items():
+        n = d.num_elements
+        basis = ops.ReshapeOp(shape=(n,) + d.shape)(ops.new_eye(prototype, (n,)))
+        probe = Variable(f"_{k}_probe", Bint[n])
+        at_basis = value(**dict(zeros, **{k: Tensor(basis)[probe]}))
+        coeff = Lambda(probe, at_basis - const)
+        coeffs[k] = coeff.reshape(d.shape + const.shape)
+    return const, coeffs
+
+
+def _substitute_affine(g, name, value):
+    """Substitute real input ``name`` by ``const + sum_y y @ coeff_y``:
+    ``x P - w`` gains rows ``coeff_y @ P_name`` for each ``y`` and ``w``
+    loses ``const @ P_name``."""
+    const, coeffs = affine_parts(value)
+    if not isinstance(const, Tensor) or not all(
+        isinstance(c, Tensor) for c in coeffs.values()
+    ):
+        return reflect_subs(g, name, value)
+    g = g.reorder_reals([name])
+    ints = _union_ints(g, const, *coeffs.values())
+    white_vec, prec_sqrt = g.aligned(ints, g.reals)
+    batch = tuple(d.size for d in ints.values())
+    size = g.reals[name].num_elements
+    block = ops.getslice(prec_sqrt, (Ellipsis, g.rows(name), slice(None)))
+    flat_const = ops.ReshapeOp(shape=batch + (size,))(
+        _tensor_data(const, ints, const.output.shape, white_vec)
+    )
+    white_vec = ops.sub(white_vec, ga.vecmat(flat_const, block))
+    reals = OrderedDict((k, d) for k, d in g.reals.items() if k != name)
+    rows = {
+        k: ops.getslice(prec_sqrt, (Ellipsis, g.rows(k), slice(None))) for k in reals
+    }
+    for y, coeff in coeffs.items():
+        y_domain = value.inputs[y]
+        matrix = ops.ReshapeOp(shape=batch + (y_domain.num_elements, size))(
+            _tensor_data(coeff, ints, coeff.output.shape, white_vec)
+        )
+        extra = ga.matmul(matrix, block)
+        rows[y] = ops.add(rows[y], extra) if y in rows else extra
+        reals.setdefault(y, y_domain)
+    prec_sqrt = ops.cat(tuple(rows[k] for k in reals), -2)
+    inputs = OrderedDict(ints)
+    inputs.update(reals)
+    return NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
+
+
+def reflect_subs(g, name, value):
+    return reflect.interpret(Subs, g.funsor(), ((name, value),))
 
 
 def _broadcast_pair(white_vec, prec_sqrt, prototype):
@@ -447,8 +524,95 @@ def _eager_reduce(self, op, reduced_vars):
     return result
 
 
+def _sample(self, sampled_vars, sample_inputs, rng_key):
+    """``Gaussian._sample`` of all its real inputs, drawing Bint-batched
+    white noise with ``ops.randn`` (live: a fresh draw per program call):
+    the log normalizer plus a ``Delta`` per real input, at
+    ``L⁻ᵀ(L⁻¹η + noise)``, funsor's draw for the same noise."""
+    from ..tracer import draw_key
+
+    sampled = frozenset(sampled_vars).intersection(self.inputs)
+    g = NamedGaussian.of(self)
+    if not sampled:
+        return self
+    if set(g.reals) != sampled or any(
+        d.dtype == "real" for d in sample_inputs.values()
+    ):
+        # partial or lazy (preconditioned) sampling: funsor's own
+        return _ORIGINAL_SAMPLE(self, sampled_vars, sample_inputs, rng_key)
+    sample_inputs = OrderedDict(
+        (k, d) for k, d in sample_inputs.items() if k not in self.inputs
+    )
+    dim = g.prec_sqrt.shape[-2]
+    shape = tuple(d.size for d in sample_inputs.values())
+    shape += tuple(d.size for d in g.ints.values()) + (dim,)
+    key = draw_key(rng_key)
+    noise = (
+        ops.randn(g.white_vec, shape)
+        if key is None
+        else ops.randn(g.white_vec, shape, key)
+    )
+    point = ga.sample(g.white_vec, g.prec_sqrt, noise)
+    inputs = OrderedDict(sample_inputs)
+    inputs.update(g.ints)
+    result = Tensor(ga.log_normalizer(g.white_vec, g.prec_sqrt), g.ints)
+    for name, domain in g.reals.items():
+        rows = g.rows(name)
+        part = ops.getslice(point, (Ellipsis, rows))
+        part = ops.ReshapeOp(shape=tuple(part.shape[:-1]) + domain.shape)(part)
+        result = result + Delta(name, Tensor(part, inputs))
+    return result
+
+
+_ORIGINAL_SAMPLE = Gaussian.__dict__["_sample"]
+
+
 def _eager_add(op, lhs, rhs):
     return add(lhs, rhs)
+
+
+def _eager_normal(loc, scale, value):
+    """Normal(value; loc, scale) as funsor's eager does: a Gaussian in the
+    fresh variable ``u = value - loc`` (white_vec 0, prec_sqrt 1/scale)
+    plus ``-log(2 pi)/2 - log(scale)``, substituted affinely; with ops."""
+    if not is_affine(loc) or not is_affine(value):
+        return None
+    data = scale.data
+    white_vec = ops.new_zeros(data, tuple(data.shape) + (1,))
+    prec_sqrt = ops.unsqueeze(ops.unsqueeze(ops.reciprocal(data), -1), -1)
+    return _standard_form(
+        loc,
+        value,
+        scale.inputs,
+        Real,
+        white_vec,
+        prec_sqrt,
+        (-0.5 * math.log(2 * math.pi) - ops.log(scale)),
+    )
+
+
+def _eager_mvn(loc, scale_tril, value):
+    """MultivariateNormal as a Gaussian: prec_sqrt ``L⁻ᵀ``, white_vec 0,
+    plus ``-d/2 log(2 pi) - sum(log(diag(L)))``; with ops."""
+    if not is_affine(loc) or not is_affine(value):
+        return None
+    data = scale_tril.data
+    dim = data.shape[-1]
+    white_vec = ops.new_zeros(data, tuple(data.shape[:-1]))
+    prec_sqrt = ga.transpose(ops.triangular_inv(data))
+    diag = Tensor(ops.diagonal(data, -1, -2), scale_tril.inputs)
+    constant = -0.5 * dim * math.log(2 * math.pi) - ops.log(diag).sum()
+    return _standard_form(
+        loc, value, scale_tril.inputs, Reals[dim], white_vec, prec_sqrt, constant
+    )
+
+
+def _standard_form(loc, value, inputs, domain, white_vec, prec_sqrt, constant):
+    inputs = OrderedDict(inputs)
+    name = gensym("value")
+    inputs[name] = domain
+    gaussian = constant + NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
+    return gaussian(**{name: value - loc})
 
 
 def ops_only_gaussians():
@@ -460,6 +624,9 @@ def ops_only_gaussians():
         PatternPatch(eager, Binary, (ops.AddOp, Gaussian, Gaussian), _eager_add),
         MethodPatch(Gaussian, "eager_subs", _eager_subs),
         MethodPatch(Gaussian, "eager_reduce", _eager_reduce),
+        MethodPatch(Gaussian, "_sample", _sample),
+        FunctionPatch(eager, funsor.distribution.eager_normal, _eager_normal),
+        FunctionPatch(eager, funsor.distribution.eager_mvn, _eager_mvn),
     )
 
 
