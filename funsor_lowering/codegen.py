@@ -28,7 +28,7 @@ from funsor.registry import PartialDefault
 from . import extra_ops
 from .backends.base import python_literal
 from .naming import Namespace, is_plain_identifier
-from .program import iter_leaves, path_suffix
+from .program import iter_leaves, map_leaves, path_suffix
 
 _COUNTER = itertools.count()
 
@@ -269,15 +269,34 @@ def build_callable(program, sample_inputs=None):
     Given ``sample_inputs``, each op calls the implementation funsor's
     dispatcher picks for the argument types those inputs produce (kept as
     the callable's ``__resolved__``)."""
-    resolved = None
+    resolved = first_outputs = None
     if sample_inputs is not None:
-        _, resolved = evaluate(program, sample_inputs)
+        env, resolved = evaluate(program, sample_inputs)
+        first_outputs = outputs_of(program, env)
     source, globals_ = generate_function_source(
         program, "program", standalone=False, resolved=resolved
     )
     fn = _define(source, globals_)
     fn.__resolved__ = resolved
+    # The outputs for sample_inputs, so the call that specializes returns
+    # them instead of running the program twice (random ops draw once).
+    fn.__first_outputs__ = first_outputs
     return fn
+
+
+def outputs_of(program, env):
+    """The program's output nesting from all its values ``env``, as the
+    generated code returns it (0-d numpy results as 0-d arrays)."""
+    types = program.value_types
+
+    def leaf(i):
+        value = env[i]
+        if program.backend == "numpy" and i >= program.first_operation:
+            if types[i] is None or not types[i].shape:
+                value = numpy.asarray(value)
+        return value
+
+    return map_leaves(leaf, program.output)
 
 
 def build_guarded_callable(program, values, resolved, slow):

@@ -86,6 +86,7 @@ class TracedProgram:
 
     def _trace(self, leaves):
         fn = self.program._specialization(leaves)
+        fn.__first_outputs__ = None  # the trace must run the program itself
 
         def flat_program(*arrays):
             return tuple(iter_leaves(fn(*arrays)))

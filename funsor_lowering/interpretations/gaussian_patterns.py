@@ -525,42 +525,71 @@ def _eager_reduce(self, op, reduced_vars):
 
 
 def _sample(self, sampled_vars, sample_inputs, rng_key):
-    """``Gaussian._sample`` of all its real inputs, drawing Bint-batched
-    white noise with ``ops.randn`` (live: a fresh draw per program call):
-    the log normalizer plus a ``Delta`` per real input, at
-    ``L⁻ᵀ(L⁻¹η + noise)``, funsor's draw for the same noise."""
+    """``Gaussian._sample`` with ``funsor.ops``, funsor's draw for the same
+    noise: the sampled real inputs ``a`` get ``Delta`` s at
+    ``La⁻ᵀ(La⁻¹ Pa (w - xb Pb) + noise)`` (lazy in the remaining reals
+    ``xb``; ``La = chol(Pa Paᵀ)``), and the marginal over the remaining ones
+    (the log normalizer if none) is kept. The noise is drawn with
+    ``ops.randn`` (live: fresh per program call) over Bint sample inputs, or
+    is the white-noise variable a real sample input names (preconditioning).
+    """
     from ..tracer import draw_key
 
     sampled = frozenset(sampled_vars).intersection(self.inputs)
-    g = NamedGaussian.of(self)
     if not sampled:
         return self
-    if set(g.reals) != sampled or any(
-        d.dtype == "real" for d in sample_inputs.values()
-    ):
-        # partial or lazy (preconditioned) sampling: funsor's own
+    g = NamedGaussian.of(self)
+    if any(k in g.ints for k in sampled):
         return _ORIGINAL_SAMPLE(self, sampled_vars, sample_inputs, rng_key)
+    names = [k for k in g.reals if k in sampled]
+    g = g.reorder_reals(names)
+    kept = OrderedDict((k, d) for k, d in g.reals.items() if k not in sampled)
+    kept_dim = sum(d.num_elements for d in kept.values())
+    rows = slice(kept_dim, None)
+    w, P, ints = g.white_vec, g.prec_sqrt, g.ints
+    block = ops.getslice(P, (Ellipsis, rows, slice(None)))
+    chol = ops.cholesky(ga.precision(block))
+    if kept:
+        white_vec, prec_sqrt, constant = ga.marginalize(w, P, rows)
+        inputs = OrderedDict(ints)
+        inputs.update(kept)
+        result = (
+            Tensor(constant, ints)
+            + NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
+        )
+        flat = [Variable(k, d).reshape((d.num_elements,)) for k, d in kept.items()]
+        flat = flat[0] if len(flat) == 1 else ops.cat(tuple(flat), -1)
+        kept_block = ops.getslice(P, (Ellipsis, slice(0, kept_dim), slice(None)))
+        w_a = Tensor(w, ints) - flat @ Tensor(kept_block, ints)
+        info = Tensor(block, ints) @ w_a
+    else:
+        result = Tensor(ga.log_normalizer(w, P), ints)
+        info = Tensor(ga.info_vec(w, block), ints)
+    whitened = ga.solve_tril(Tensor(chol, ints), info)
     sample_inputs = OrderedDict(
         (k, d) for k, d in sample_inputs.items() if k not in self.inputs
     )
-    dim = g.prec_sqrt.shape[-2]
-    shape = tuple(d.size for d in sample_inputs.values())
-    shape += tuple(d.size for d in g.ints.values()) + (dim,)
-    key = draw_key(rng_key)
-    noise = (
-        ops.randn(g.white_vec, shape)
-        if key is None
-        else ops.randn(g.white_vec, shape, key)
-    )
-    point = ga.sample(g.white_vec, g.prec_sqrt, noise)
-    inputs = OrderedDict(sample_inputs)
-    inputs.update(g.ints)
-    result = Tensor(ga.log_normalizer(g.white_vec, g.prec_sqrt), g.ints)
-    for name, domain in g.reals.items():
-        rows = g.rows(name)
-        part = ops.getslice(point, (Ellipsis, rows))
-        part = ops.ReshapeOp(shape=tuple(part.shape[:-1]) + domain.shape)(part)
-        result = result + Delta(name, Tensor(part, inputs))
+    if [d.dtype for d in sample_inputs.values()] == ["real"]:
+        ((name, domain),) = sample_inputs.items()
+        noise = Variable(name, domain)[tuple(ints)]
+    else:
+        shape = tuple(d.size for d in sample_inputs.values())
+        shape += tuple(d.size for d in ints.values()) + (chol.shape[-1],)
+        key = draw_key(rng_key)
+        if key is None:
+            draw = ops.randn(w, shape)
+        else:
+            draw = ops.randn(w, shape, key)
+        noise_inputs = OrderedDict(sample_inputs)
+        noise_inputs.update(ints)
+        noise = Tensor(draw, noise_inputs)
+    point = ga.solve_tril(Tensor(chol, ints), noise + whitened, transposed=True)
+    offset = 0
+    for name in names:
+        domain = g.reals[name]
+        part = point[offset : offset + domain.num_elements].reshape(domain.shape)
+        offset += domain.num_elements
+        result = result + Delta(name, part)
     return result
 
 
