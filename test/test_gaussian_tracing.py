@@ -15,7 +15,7 @@ from funsor.sum_product import MarkovProduct, sequential_sum_product, sum_produc
 from funsor.tensor import Tensor
 from funsor.terms import Variable
 
-from funsor_lowering import trace_function
+from funsor_lowering import compile_function, trace_function
 
 from .helpers import assert_matches, from_numpy, to_numpy
 
@@ -271,3 +271,36 @@ def test_affine_substitution():
         return conditioned(z=Tensor(u)).data, conditioned.reduce(ops.logaddexp).data
 
     check(fn, w=(3,), P=(3, 3), a=(2,), u=(2,))
+
+
+# ----------------------------------------- Gaussians inside compile_function
+def test_compile_function_builds_gaussians_from_its_inputs():
+    # Inside compile_function, a Gaussian is built from the keyword funsors
+    # directly: Gaussian(white_vec=w, prec_sqrt=P, inputs=...). The function
+    # is then traced on example arrays (as for the adjoint and sampling).
+    domains = {
+        "w0": Reals[D],
+        "P0": Reals[D, D],
+        "w": Reals[T, 2 * D],
+        "P": Reals[T, 2 * D, 2 * D],
+    }
+
+    def fn(w0, P0, w, P):
+        init = Gaussian(white_vec=w0, prec_sqrt=P0, inputs=OrderedDict(x_curr=Reals[D]))
+        trans = Gaussian(
+            white_vec=w,
+            prec_sqrt=P,
+            inputs=OrderedDict(time=Bint[T], x_prev=Reals[D], x_curr=Reals[D]),
+        )
+        chain = MarkovProduct(
+            ops.logaddexp, ops.add, trans, "time", {"x_prev": "x_curr"}
+        )
+        return {"log_z": (init(x_curr="x_prev") + chain).reduce(ops.logaddexp)}
+
+    program = compile_function(fn, **domains)
+    fresh = arrays(3, **{k: d.shape for k, d in domains.items()})
+    expected = fn(**fresh)["log_z"].data  # funsor eager, on the arrays
+    assert_matches(program(**fresh)["log_z"], expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        to_numpy(program(**fresh)["log_z"]), hand_written_filter(**fresh), rtol=1e-3
+    )

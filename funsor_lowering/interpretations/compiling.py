@@ -20,6 +20,7 @@ Example::
 """
 
 from funsor.adjoint import AdjointTape
+from funsor.gaussian import GaussianMeta
 from funsor.interpretations import Interpretation, eager, normalize, reflect
 from funsor.terms import Funsor, Subs, _convert_reduced_vars
 
@@ -74,6 +75,7 @@ class ConcreteValueGuard:
         patches = [(Funsor, name, cls._guard(name)) for name in cls.METHODS]
         patches.append((AdjointTape, "__enter__", _refuse_adjoint_tape))
         patches.append((Funsor, "sample", _refuse_sampling))
+        patches.append((GaussianMeta, "__call__", _gaussian_from_funsors))
         return patches
 
     @classmethod
@@ -141,6 +143,20 @@ def _refuse_sampling(self, sampled_vars, sample_inputs=None, rng_key=None):
     if sampled.isdisjoint(self.inputs):
         return self
     raise NeedsEagerValues(f"sampling {type(self).__name__} " + _EAGER_ONLY)
+
+
+def _gaussian_from_funsors(cls, *args, **kwargs):
+    # funsor's Gaussian takes arrays; compile_function's keywords are
+    # Variables: trace the function on example arrays instead.
+    if any(isinstance(a, Funsor) for a in (*args, *kwargs.values())):
+        raise NeedsEagerValues(
+            "a Gaussian built from symbolic arrays (its white_vec, prec_sqrt, "
+            "... are program inputs) " + _EAGER_ONLY
+        )
+    return _ORIGINAL_GAUSSIAN_CALL(cls, *args, **kwargs)
+
+
+_ORIGINAL_GAUSSIAN_CALL = GaussianMeta.__call__
 
 
 class CompilingInterpretation(Interpretation):

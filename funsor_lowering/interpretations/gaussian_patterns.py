@@ -165,9 +165,23 @@ def make_gaussian(
     scale_tril=None,
     covariance=None,
 ):
-    """``Gaussian(...)`` (funsor's constructor arguments) with ops only."""
+    """``Gaussian(...)`` (funsor's constructor arguments) with ops only.
+    Array arguments may also be given as ``Tensor`` s without inputs (as
+    ``compile_function`` passes its keywords)."""
     if inputs is None:
         raise ValueError("Gaussian needs inputs")
+    white_vec, prec_sqrt, mean, info_vec, precision, scale_tril, covariance = (
+        _array_of(a)
+        for a in (
+            white_vec,
+            prec_sqrt,
+            mean,
+            info_vec,
+            precision,
+            scale_tril,
+            covariance,
+        )
+    )
     inputs = OrderedDict(inputs)
     if prec_sqrt is None and white_vec is not None:
         raise ValueError("Cannot specify white_vec without prec_sqrt")
@@ -196,6 +210,12 @@ def make_gaussian(
                 "At least one of white_vec, mean, or info_vec must be specified"
             )
     return NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
+
+
+def _array_of(value):
+    if isinstance(value, Tensor) and not value.inputs:
+        return value.data
+    return value
 
 
 # ----------------------------------------------------------------- patterns
