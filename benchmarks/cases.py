@@ -246,7 +246,148 @@ class Tree(SumProductCase):
         return tree
 
 
-CASES = [Affine(), Chain(50), HMM(10), HMM(100), Plated(), Tree()]
+class TracedCase(Case):
+    """A function of arrays that uses funsor Gaussians inside; ours is its
+    ``trace_function`` program."""
+
+    def function(self):
+        """The function of backend arrays funsor runs eagerly."""
+        raise NotImplementedError
+
+    def program(self, arrays):
+        from funsor_lowering import trace_function
+
+        return trace_function(self.function(), arrays)
+
+    def funsor_eager(self, **arrays):
+        return self.function()(**arrays)
+
+
+class Kalman(TracedCase):
+    """log-partition of a Gaussian chain of ``T`` steps over ``Reals[D]``:
+    funsor's ``sequential_sum_product`` over Gaussian transition factors."""
+
+    D = 2
+
+    def __init__(self, T):
+        self.T = T
+        self.name = f"kalman_T{T}"
+
+    def shapes(self):
+        D, T = self.D, self.T
+        return {"w0": (D,), "P0": (D, D), "w": (T, 2 * D), "P": (T, 2 * D, 2 * D)}
+
+    def function(self):
+        from collections import OrderedDict
+
+        from funsor.domains import Bint
+        from funsor.gaussian import Gaussian
+        from funsor.sum_product import sequential_sum_product
+
+        D, T = self.D, self.T
+
+        def kalman(w0, P0, w, P):
+            init = Gaussian(
+                white_vec=w0, prec_sqrt=P0, inputs=OrderedDict(x_curr=Reals[D])
+            )
+            inputs = OrderedDict(time=Bint[T], x_prev=Reals[D], x_curr=Reals[D])
+            trans = Gaussian(white_vec=w, prec_sqrt=P, inputs=inputs)
+            time = Variable("time", Bint[T])
+            chain = sequential_sum_product(
+                ops.logaddexp, ops.add, trans, time, {"x_prev": "x_curr"}
+            )
+            return (init(x_curr="x_prev") + chain).reduce(ops.logaddexp).data
+
+        return kalman
+
+    def hand(self, lib):
+        """An information-form forward filter (Schur complements)."""
+        D, T = self.D, self.T
+        log_2pi = 1.8378770664093453
+
+        def kalman(w0, P0, w, P):
+            prec, info, const = P0 @ P0.T, P0 @ w0, -0.5 * (w0 @ w0)
+            for t in range(T):
+                joint = P[t] @ P[t].T
+                joint_info = P[t] @ w[t]
+                a = joint[:D, :D] + prec
+                b = joint[:D, D:]
+                i1 = joint_info[:D] + info
+                solve_b = lib.solve(a, b)
+                solve_i = lib.solve(a, i1[:, None])[:, 0]
+                const = const - 0.5 * (w[t] @ w[t]) + 0.5 * (i1 @ solve_i)
+                const = const + 0.5 * D * log_2pi - 0.5 * lib.logdet(a)
+                prec = joint[D:, D:] - b.T @ solve_b
+                info = joint_info[D:] - b.T @ solve_i
+            solve_i = lib.solve(prec, info[:, None])[:, 0]
+            return (
+                const
+                + 0.5 * (info @ solve_i)
+                + 0.5 * D * log_2pi
+                - 0.5 * lib.logdet(prec)
+            )
+
+        return kalman
+
+
+class FFBS(TracedCase):
+    """``funsor.recipes.forward_filter_backward_rsample`` on a Gaussian
+    chain of ``n`` variables over ``Reals[2]``, 4 particles."""
+
+    def __init__(self, n=5):
+        self.n = n
+        self.name = f"ffbs_{n}"
+
+    def shapes(self):
+        shapes = {"w0": (2,), "P0": (2, 2)}
+        for k in range(1, self.n):
+            shapes[f"w{k}"], shapes[f"P{k}"] = (4,), (4, 4)
+        return shapes
+
+    def function(self):
+        from collections import OrderedDict
+
+        from funsor.domains import Bint
+        from funsor.gaussian import Gaussian
+        from funsor.recipes import forward_filter_backward_rsample
+
+        n = self.n
+
+        def ffbs(**arrays):
+            factors = {
+                "x0": Gaussian(
+                    white_vec=arrays["w0"],
+                    prec_sqrt=arrays["P0"],
+                    inputs=OrderedDict(x0=Reals[2]),
+                )
+            }
+            for k in range(1, n):
+                inputs = OrderedDict([(f"x{k - 1}", Reals[2]), (f"x{k}", Reals[2])])
+                factors[f"x{k}"] = Gaussian(
+                    white_vec=arrays[f"w{k}"], prec_sqrt=arrays[f"P{k}"], inputs=inputs
+                )
+            samples, log_prob = forward_filter_backward_rsample(
+                factors, frozenset(factors), frozenset(), {"particle": Bint[4]}
+            )
+            return {k: v.data for k, v in samples.items()}, log_prob.data
+
+        return ffbs
+
+    def hand(self, lib):
+        return None  # no hand-written backward sampler (see RESULTS.md)
+
+
+CASES = [
+    Affine(),
+    Chain(50),
+    HMM(10),
+    HMM(100),
+    Plated(),
+    Tree(),
+    Kalman(10),
+    Kalman(100),
+    FFBS(),
+]
 
 
 @functools.lru_cache
@@ -260,6 +401,11 @@ def _numpy_lib():
 
     class NumpyLib:
         exp, tanh = np.exp, np.tanh
+        solve = staticmethod(np.linalg.solve)
+
+        @staticmethod
+        def logdet(x):
+            return np.linalg.slogdet(x)[1]
 
         @staticmethod
         def logsumexp(x, axis):
@@ -275,6 +421,8 @@ def _torch_lib():
     class TorchLib:
         exp, tanh = torch.exp, torch.tanh
         logsumexp = staticmethod(torch.logsumexp)
+        solve = staticmethod(torch.linalg.solve)
+        logdet = staticmethod(torch.logdet)
 
     return TorchLib
 
@@ -285,6 +433,11 @@ def _jax_lib():
 
     class JaxLib:
         exp, tanh = jnp.exp, jnp.tanh
+        solve = staticmethod(jnp.linalg.solve)
+
+        @staticmethod
+        def logdet(x):
+            return jnp.linalg.slogdet(x)[1]
 
         @staticmethod
         def logsumexp(x, axis):
@@ -297,11 +450,17 @@ _LIBS = {"numpy": _numpy_lib, "torch": _torch_lib, "jax": _jax_lib}
 
 
 def random_inputs(case, seed=0):
-    """Backend arrays for a case's inputs."""
+    """Backend arrays for a case's inputs (names starting with ``P``:
+    well-conditioned square-root precisions)."""
     import numpy as np
 
     rng = np.random.RandomState(seed)
-    arrays = {k: rng.randn(*s).astype(np.float32) for k, s in case.shapes().items()}
+    arrays = {}
+    for k, s in case.shapes().items():
+        x = rng.randn(*s)
+        if isinstance(case, TracedCase) and k.startswith("P"):
+            x = x + 2 * np.eye(s[-2], s[-1])
+        arrays[k] = x.astype(np.float32)
     backend = funsor.get_backend()
     if backend == "torch":
         import torch

@@ -33,35 +33,39 @@ def run_case(case, repeats):
     import funsor
     import funsor.compiler
 
-    from benchmarks.cases import array_lib, random_inputs
+    from benchmarks.cases import TracedCase, array_lib, random_inputs
     from benchmarks.timing import interleaved_medians
     from funsor_lowering import compile_funsor
 
     backend = funsor.get_backend()
     arrays = random_inputs(case)
-    expr = case.symbolic()
-    ours = compile_funsor(expr)
+    traced = isinstance(case, TracedCase)
+    ours = case.program(arrays) if traced else compile_funsor(case.symbolic())
     jitted = ours.jit()
     hand = case.hand(array_lib(backend))
     methods = {
         "eager": lambda: case.funsor_eager(**arrays),
         "ours": lambda: ours(**arrays),
         "ours jit": lambda: jitted(**arrays),
-        "hand": lambda: hand(**arrays),
     }
+    if hand is not None:
+        methods["hand"] = lambda: hand(**arrays)
     if backend == "jax":
         import jax
 
-        hand_jit = jax.jit(hand)
-        methods["hand jit"] = lambda: jax.block_until_ready(hand_jit(**arrays))
-        for name in ("ours", "ours jit", "hand"):  # wait for jax's async results
-            methods[name] = _blocking(methods[name])
-    try:
-        theirs = funsor.compiler.compile_funsor(expr)
-        theirs(**arrays)
-        methods["funsor.compiler"] = lambda: theirs(**arrays)
-    except (NotImplementedError, TypeError, AssertionError):
-        pass
+        if hand is not None:
+            hand_jit = jax.jit(hand)
+            methods["hand jit"] = lambda: hand_jit(**arrays)
+        for name in list(methods):  # wait for jax's async results
+            if name != "eager":
+                methods[name] = _blocking(methods[name])
+    if not traced:  # funsor's compiler takes terms, not functions
+        try:
+            theirs = funsor.compiler.compile_funsor(case.symbolic())
+            theirs(**arrays)
+            methods["funsor.compiler"] = lambda: theirs(**arrays)
+        except (NotImplementedError, TypeError, AssertionError):
+            pass
     return interleaved_medians(methods, repeats=repeats)
 
 
@@ -110,6 +114,10 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def _ratio(a, b):
+    return "n/a" if b is None else f"{a / b:.2f}"
+
+
 def fmt(seconds):
     if seconds is None:
         return "n/a"
@@ -127,16 +135,19 @@ def table(result):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, t in result["cases"].items():
         row = [name] + [fmt(t.get(k)) for k in header[1 : 7 if has_hand_jit else 6]]
-        jit_reference = t["hand jit"] if has_hand_jit else t["hand"]
+        jit_reference = t.get("hand jit" if has_hand_jit else "hand")
         row += [
-            f"{t['ours'] / t['hand']:.2f}",
-            f"{t['ours jit'] / jit_reference:.2f}",
+            _ratio(t["ours"], t.get("hand")),
+            _ratio(t["ours jit"], jit_reference),
             f"{t['eager'] / t['ours']:.0f}x",
         ]
         lines.append("| " + " | ".join(row) + " |")
-    ratios = [t["ours"] / t["hand"] for t in result["cases"].values()]
+    ratios = [t["ours"] / t["hand"] for t in result["cases"].values() if "hand" in t]
     lines.append("")
-    lines.append(f"Geometric mean of ours/hand: **{geomean(ratios):.2f}**.")
+    lines.append(
+        f"Geometric mean of ours/hand: **{geomean(ratios):.2f}** "
+        f"(over the {len(ratios)} cases with a hand-written version)."
+    )
     if "compile_times" in result:
         lines.append("")
         lines.append(
@@ -196,12 +207,10 @@ def chart(results, path):
     fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4))
     axes = axes if len(results) > 1 else [axes]
     for ax, result in zip(axes, results):
-        names = list(result["cases"])
-        ours = [t["ours"] / t["hand"] for t in result["cases"].values()]
-        jit = [
-            t["ours jit"] / t.get("hand jit", t["hand"])
-            for t in result["cases"].values()
-        ]
+        cases = {n: t for n, t in result["cases"].items() if "hand" in t}
+        names = list(cases)
+        ours = [t["ours"] / t["hand"] for t in cases.values()]
+        jit = [t["ours jit"] / t.get("hand jit", t["hand"]) for t in cases.values()]
         xs = range(len(names))
         ax.bar([x - 0.2 for x in xs], ours, width=0.4, label="ours / hand")
         ax.bar([x + 0.2 for x in xs], jit, width=0.4, label="ours jit / hand (jit)")

@@ -107,14 +107,12 @@ def marginalize(white_vec, prec_sqrt, rows):
     block = ops.getslice(prec_sqrt, (Ellipsis, rows, slice(None)))
     dropped = block.shape[-2]
     chol = ops.cholesky(precision(block))
-    # A = L⁻¹ P₂ has orthonormal rows; project them out of w and P₁.
+    # A = L⁻¹ P₂ has orthonormal rows; project them out of w and P₁:
+    # v (I - AᵀA) = v - (v Aᵀ) A.
     orthonormal = ops.triangular_solve(block, chol, upper=False, transpose=False)
-    projection = ops.sub(
-        _eye_like(orthonormal, orthonormal.shape[-1]),
-        matmul(transpose(orthonormal), orthonormal),
-    )
-    white_vec = vecmat(white_vec, projection)
-    prec_sqrt = matmul(_drop_rows(prec_sqrt, rows), projection)
+    white_vec = ops.sub(white_vec, vecmat(matvec(orthonormal, white_vec), orthonormal))
+    kept = _drop_rows(prec_sqrt, rows)
+    prec_sqrt = ops.sub(kept, matmul(matmul(kept, transpose(orthonormal)), orthonormal))
     constant = ops.sub(0.5 * dropped * LOG_2PI, log_det_tril(chol))
     return white_vec, prec_sqrt, constant
 
@@ -147,7 +145,3 @@ def _drop_rows(prec_sqrt, rows):
     if stop < dim:
         parts.append(ops.getslice(prec_sqrt, (Ellipsis, slice(stop, dim), slice(None))))
     return parts[0] if len(parts) == 1 else ops.cat(tuple(parts), -2)
-
-
-def _eye_like(prototype, n):
-    return ops.new_eye(prototype, tuple(prototype.shape[:-2]) + (n,))
