@@ -92,3 +92,57 @@ def find_domain_getitem(op, lhs, rhs):
         raise NotImplementedError(f"cannot infer the domain of {lhs}[{rhs}]")
     shape = lhs.shape[:offset] + tuple(rhs.shape) + lhs.shape[offset + 1 :]
     return Array[lhs.dtype, shape]
+
+
+@find_domain.register(ops.EinsumOp)
+def find_domain_einsum(op, domains):
+    """numpy's einsum shape, ellipsis included (funsor 0.4.8's rule rejects
+    ``...``): each operand's ellipsis dims broadcast together."""
+    equation = op.defaults["equation"].replace(" ", "")
+    inputs, output = equation.split("->")
+    sizes, ellipses = {}, []
+    for letters, domain in zip(inputs.split(","), domains):
+        shape = tuple(domain.shape)
+        named = letters.replace("...", "")
+        if "..." in letters:
+            start = letters.index("...")
+            n_ellipsis = len(shape) - len(named)
+            ellipses.append(shape[start : start + n_ellipsis])
+            shape = shape[:start] + shape[start + n_ellipsis :]
+        for letter, size in zip(named, shape):
+            sizes[letter] = max(sizes.get(letter, 1), size)
+    ellipsis = _broadcast(ellipses)
+    shape = []
+    for part in output.split("..."):
+        shape.append(tuple(sizes[c] for c in part))
+    result = shape[0] + (ellipsis + shape[1] if len(shape) > 1 else ())
+    dtype = domains[0].dtype
+    return Array[dtype, result]
+
+
+def _broadcast(shapes):
+    rank = max((len(s) for s in shapes), default=0)
+    result = []
+    for i in range(rank):
+        sizes = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            raise ValueError(f"cannot broadcast einsum operands {shapes}")
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
+
+
+@find_domain.register(ops.TriangularSolveOp)
+def find_domain_triangular_solve(op, x, y):
+    """``y⁻¹ x``: the batch dims broadcast, then ``x``'s matrix shape."""
+    batch = _broadcast([tuple(x.shape[:-2]), tuple(y.shape[:-2])])
+    return Array[x.dtype, batch + tuple(x.shape[-2:])]
+
+
+@find_domain.register(ops.DiagonalOp)
+def find_domain_diagonal(op, x):
+    """The diagonal of axes ``dim1``, ``dim2``, as the last axis."""
+    shape = tuple(x.shape)
+    dims = [d % len(shape) for d in (op.defaults["dim1"], op.defaults["dim2"])]
+    rest = tuple(s for i, s in enumerate(shape) if i not in dims)
+    return Array[x.dtype, rest + (min(shape[dims[0]], shape[dims[1]]),)]
