@@ -42,8 +42,15 @@ AXIS_PARAMS = frozenset(
 )
 
 
+# Matrix ops whose operands' leading (batch) axes broadcast, as numpy's
+# broadcasting does for pointwise ops.
+_BATCHED_MATRIX_OPS = (ops.TriangularSolveOp,)
+
+
 def is_pointwise(op):
     """Whether ``op`` broadcasts over leading axes with no axis parameters."""
+    if isinstance(op, _BATCHED_MATRIX_OPS):
+        return True
     rule = domains.find_domain.dispatch(type(op))
     return rule in _POINTWISE_RULES and not (AXIS_PARAMS & set(op.defaults))
 

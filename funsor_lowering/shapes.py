@@ -146,3 +146,13 @@ def find_domain_diagonal(op, x):
     dims = [d % len(shape) for d in (op.defaults["dim1"], op.defaults["dim2"])]
     rest = tuple(s for i, s in enumerate(shape) if i not in dims)
     return Array[x.dtype, rest + (min(shape[dims[0]], shape[dims[1]]),)]
+
+
+@find_domain.register(ops.UnsqueezeOp)
+def find_domain_unsqueeze(op, x):
+    """A unit axis inserted at ``dim`` (negative: counted in the result)."""
+    shape = list(x.shape)
+    dim = op.defaults["dim"]
+    dim = dim + len(shape) + 1 if dim < 0 else dim
+    shape.insert(dim, 1)
+    return Array[x.dtype, tuple(shape)]

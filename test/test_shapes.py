@@ -5,7 +5,7 @@ import pytest
 from funsor import ops
 from funsor.domains import Array, Reals, find_domain
 
-import funsor_lowering  # noqa: F401  (registers the rules)
+import funsor_lowering.shapes  # noqa: F401  (registers the rules)
 
 from .helpers import backend_randn
 
@@ -26,6 +26,11 @@ CASES = [
     (ops.ExpandOp(shape=(4, 2, 3)), (2, 3)),
     (ops.ExpandOp(shape=(2, 3)), (1, 3)),
     (ops.ExpandOp(shape=(5, -1, 3)), (2, 1)),
+    (ops.UnsqueezeOp(dim=-1), (2, 3)),
+    (ops.UnsqueezeOp(dim=0), (2, 3)),
+    (ops.UnsqueezeOp(dim=1), (2, 3)),
+    (ops.DiagonalOp(dim1=-1, dim2=-2), (4, 3, 3)),
+    (ops.DiagonalOp(dim1=0, dim2=2), (3, 4, 2)),
 ]
 
 
@@ -57,3 +62,28 @@ def test_all_any_give_booleans():
 def test_invalid_shapes_raise(op, shape):
     with pytest.raises(ValueError, match=type(op).__name__.replace("Op", "").lower()):
         find_domain(op, Reals[shape])
+
+
+@pytest.mark.parametrize(
+    "equation, shapes",
+    [
+        ("...ij,...j->...i", [(2, 3, 4), (4,)]),
+        ("...i,...ij->...j", [(5, 3), (1, 3, 2)]),
+        ("ij,jk->ik", [(2, 3), (3, 4)]),
+        ("i...,i->...", [(3, 2, 2), (3,)]),
+    ],
+)
+def test_einsum_with_ellipsis_matches_backend(equation, shapes):
+    op = ops.EinsumOp(equation=equation)
+    arrays = tuple(backend_randn(*s) for s in shapes)
+    expected = tuple(op(arrays).shape)
+    assert find_domain(op, tuple(Reals[s] for s in shapes)).shape == expected
+
+
+@pytest.mark.parametrize("x, y", [((3, 2, 1), (2, 2)), ((2, 3), (4, 1, 2, 2))])
+def test_triangular_solve_matches_backend(x, y):
+    op = ops.TriangularSolveOp(upper=False, transpose=True)
+    lower = ops.cholesky(ops.add(ops.new_eye(backend_randn(1), y[-1:]), 0.0))
+    tril = ops.expand(lower, y)
+    expected = tuple(op(backend_randn(*x), tril).shape)
+    assert find_domain(op, Reals[x], Reals[y]).shape == expected
