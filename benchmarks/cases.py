@@ -334,6 +334,8 @@ class FFBS(TracedCase):
     """``funsor.recipes.forward_filter_backward_rsample`` on a Gaussian
     chain of ``n`` variables over ``Reals[2]``, 4 particles."""
 
+    keyed = True  # on jax, draws take an rng_key input
+
     def __init__(self, n=5):
         self.n = n
         self.name = f"ffbs_{n}"
@@ -353,7 +355,7 @@ class FFBS(TracedCase):
 
         n = self.n
 
-        def ffbs(**arrays):
+        def ffbs(rng_key=None, **arrays):
             factors = {
                 "x0": Gaussian(
                     white_vec=arrays["w0"],
@@ -367,7 +369,11 @@ class FFBS(TracedCase):
                     white_vec=arrays[f"w{k}"], prec_sqrt=arrays[f"P{k}"], inputs=inputs
                 )
             samples, log_prob = forward_filter_backward_rsample(
-                factors, frozenset(factors), frozenset(), {"particle": Bint[4]}
+                factors,
+                frozenset(factors),
+                frozenset(),
+                {"particle": Bint[4]},
+                rng_key=rng_key,
             )
             return {k: v.data for k, v in samples.items()}, log_prob.data
 
@@ -467,7 +473,10 @@ def random_inputs(case, seed=0):
 
         return {k: torch.from_numpy(v) for k, v in arrays.items()}
     if backend == "jax":
+        import jax
         import jax.numpy as jnp
 
-        return {k: jnp.asarray(v) for k, v in arrays.items()}
+        arrays = {k: jnp.asarray(v) for k, v in arrays.items()}
+        if getattr(case, "keyed", False):
+            arrays["rng_key"] = jax.random.PRNGKey(seed)
     return arrays
