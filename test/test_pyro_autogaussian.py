@@ -140,3 +140,31 @@ def test_intractable_structure_raises_like_funsor_backend():
         guide = AutoGaussian(model, backend=backend)
         with pytest.raises(NotImplementedError, match="plate"):
             guide()
+
+
+@pytest.mark.parametrize("reparam", [False, True], ids=["plain", "reparam"])
+def test_pyrocov_like_model_agrees_with_funsor_backend(reparam):
+    from pyro.infer.reparam import LocScaleReparam
+
+    from benchmarks.autogaussian import dataset, pyrocov_like_model
+
+    data = dataset(2, 3, 4, 5)
+    model = pyrocov_like_model
+    if reparam:
+        sites = ("coef", "rate_loc", "rate", "init_loc", "init")
+        model = poutine.reparam(model, {s: LocScaleReparam() for s in sites})
+
+    def bound():
+        model(data)
+
+    reference, compiled = guides(bound)
+    expected = seeded(lambda: poutine.trace(reference).get_trace())
+    actual = seeded(lambda: poutine.trace(compiled).get_trace())
+    assert_matches(actual.log_prob_sum(), expected.log_prob_sum(), rtol=1e-4)
+    for name in ("rate", "init", "coef"):
+        site = next(n for n in expected.nodes if n.startswith(name))
+        assert_matches(
+            actual.nodes[site]["value"], expected.nodes[site]["value"], rtol=1e-4
+        )
+    svi = SVI(bound, compiled, Adam({"lr": 1e-6}), Trace_ELBO())
+    assert torch.isfinite(torch.tensor(svi.step()))
