@@ -105,12 +105,25 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.autogaussian")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sizes", nargs="*", default=["5,10,20,8", "5,30,50,8"])
+    parser.add_argument(
+        "--write", action="store_true", help="also write RESULTS_autogaussian.md"
+    )
     args = parser.parse_args(argv)
+    lines = []
+
+    def emit(line):
+        print(line)
+        lines.append(line)
+        sys.stdout.flush()
 
     import funsor
 
     funsor.set_backend("torch")
-    print(f"medians of {args.repeats} interleaved repeats; T,P,S,F sizes")
+    emit(
+        f"Medians of {args.repeats} interleaved repeats (`python -m "
+        f"benchmarks.autogaussian --write`), torch on {os.cpu_count()} cpus."
+    )
+    emit("")
     header = [
         "T,P,S,F",
         "what",
@@ -120,8 +133,8 @@ def main(argv=None):
         "funsor/compiled",
         "dense/compiled",
     ]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
+    emit("| " + " | ".join(header) + " |")
+    emit("|" + "---|" * len(header))
     for text in args.sizes:
         size = tuple(int(x) for x in text.split(","))
         medians, compile_time = measure(size, args.repeats)
@@ -136,13 +149,18 @@ def main(argv=None):
                 f"{f / c:.1f}x",
                 f"{d / c:.2f}x",
             ]
-            print("| " + " | ".join(row) + " |")
+            emit("| " + " | ".join(row) + " |")
         steps = compile_time / medians["funsor step"]
-        print(
+        emit(
             f"| {text} | first guide call (set-up + compile) | | | "
             f"{compile_time * 1e3:.0f} ms | = {steps:.1f} funsor steps | |"
         )
-        sys.stdout.flush()
+    if args.write:
+        path = os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "RESULTS_autogaussian.md"
+        )
+        with open(path, "w") as f:
+            f.write("# AutoGaussian backends\n\n" + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
