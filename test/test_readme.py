@@ -1,5 +1,6 @@
 """The README's Python examples run as written (in a numpy-backend process,
-which is what they use)."""
+which is what they use; blocks fenced ```python torch need torch and Pyro
+and are run by the Pyro tests' equivalents instead)."""
 
 import os
 import pathlib
