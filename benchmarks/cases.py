@@ -380,7 +380,30 @@ class FFBS(TracedCase):
         return ffbs
 
     def hand(self, lib):
-        return None  # no hand-written backward sampler (see RESULTS.md)
+        """The same posterior sampled densely: the chain's joint precision
+        and information vector, its Cholesky factor ``L``, draws
+        ``mean + L⁻ᵀ z`` and their log density
+        ``-|z|²/2 - d/2 log 2π + log|L|`` (what the recipe's log_prob is)."""
+        n, d = self.n, 2 * self.n
+        log_2pi = 1.8378770664093453
+
+        def ffbs(rng_key=None, **arrays):
+            prec, info = 0.0, 0.0
+            for k in range(n):
+                P, w = arrays[f"P{k}"], arrays[f"w{k}"]
+                start = 0 if k == 0 else 2 * (k - 1)
+                prec = prec + lib.embed(P @ P.T, start, d)
+                info = info + lib.embed((P @ w)[:, None], start, d)[:, 0]
+            chol = lib.cholesky(prec)
+            mean = lib.solve(prec, info[:, None])[:, 0]
+            z = lib.randn((4, d), rng_key)
+            x = mean + lib.solve(chol.T, z.T).T
+            log_det = lib.log(lib.diagonal(chol)).sum()
+            log_prob = -0.5 * (z * z).sum(-1) - 0.5 * d * log_2pi + log_det
+            samples = {f"x{k}": x[:, 2 * k : 2 * k + 2] for k in range(n)}
+            return samples, log_prob
+
+        return ffbs
 
 
 CASES = [
@@ -406,8 +429,22 @@ def _numpy_lib():
     import numpy as np
 
     class NumpyLib:
-        exp, tanh = np.exp, np.tanh
+        exp, tanh, log, diagonal = np.exp, np.tanh, np.log, np.diagonal
         solve = staticmethod(np.linalg.solve)
+        cholesky = staticmethod(np.linalg.cholesky)
+
+        @staticmethod
+        def embed(block, start, size):
+            """``block`` placed at rows and columns ``start:`` of a zero
+            ``size`` x ``size`` (or ``size`` x 1) matrix."""
+            rows, cols = block.shape
+            left = start if cols > 1 else 0
+            right = size - cols - left if cols > 1 else 0
+            return np.pad(block, ((start, size - start - rows), (left, right)))
+
+        @staticmethod
+        def randn(shape, key=None):
+            return np.random.standard_normal(shape)
 
         @staticmethod
         def logdet(x):
@@ -429,6 +466,20 @@ def _torch_lib():
         logsumexp = staticmethod(torch.logsumexp)
         solve = staticmethod(torch.linalg.solve)
         logdet = staticmethod(torch.logdet)
+        log, diagonal = torch.log, torch.diagonal
+        cholesky = staticmethod(torch.linalg.cholesky)
+
+        @staticmethod
+        def embed(block, start, size):
+            rows, cols = block.shape
+            left = start if cols > 1 else 0
+            right = size - cols - left if cols > 1 else 0
+            pads = (left, right, start, size - start - rows)
+            return torch.nn.functional.pad(block, pads)
+
+        @staticmethod
+        def randn(shape, key=None):
+            return torch.randn(shape)
 
     return TorchLib
 
@@ -438,8 +489,22 @@ def _jax_lib():
     from jax.scipy.special import logsumexp
 
     class JaxLib:
-        exp, tanh = jnp.exp, jnp.tanh
+        exp, tanh, log, diagonal = jnp.exp, jnp.tanh, jnp.log, jnp.diagonal
         solve = staticmethod(jnp.linalg.solve)
+        cholesky = staticmethod(jnp.linalg.cholesky)
+
+        @staticmethod
+        def embed(block, start, size):
+            rows, cols = block.shape
+            left = start if cols > 1 else 0
+            right = size - cols - left if cols > 1 else 0
+            return jnp.pad(block, ((start, size - start - rows), (left, right)))
+
+        @staticmethod
+        def randn(shape, key=None):
+            import jax
+
+            return jax.random.normal(key, shape)
 
         @staticmethod
         def logdet(x):
