@@ -11,13 +11,18 @@ gaussian_algebra` instead (``funsor.ops`` only, equal results) and
   compressed as funsor does, when ``rank > 2 * dim``);
 - ``Gaussian + Gaussian``; ``Cat`` of Gaussians (as ``sequential_sum_product``
   builds them);
-- substitution: renaming, ``Bint`` inputs by constants or index tensors,
-  real inputs by values (conditioning; all of them: the log-density);
+- substitution: renaming, ``Bint`` inputs by constants, index tensors or
+  slices, real inputs by values (conditioning; all of them: the
+  log-density) or affine expressions of other real inputs;
 - ``reduce(ops.logaddexp, ...)`` over real inputs (marginalization, the
   normalizer) and then ``Bint`` inputs; ``reduce(ops.add, ...)`` over
-  ``Bint`` inputs (plates), also of ``Tensor + Gaussian`` sums.
+  ``Bint`` inputs (plates), also of ``Tensor + Gaussian`` sums;
+- sampling (``Gaussian._sample``): reparametrized draws with live
+  ``ops.randn``, or preconditioned (the noise a real sample input names);
+- funsor's conversion of ``Normal`` / ``MultivariateNormal`` to Gaussians.
 
-Anything else returns ``None`` (funsor's own patterns apply).
+:func:`ops_only_gaussians` installs the replacements for the duration of a
+trace. Anything else returns ``None`` (funsor's own patterns apply).
 """
 
 import math
@@ -417,7 +422,7 @@ def _substitute_affine(g, name, value):
     if not isinstance(const, Tensor) or not all(
         isinstance(c, Tensor) for c in coeffs.values()
     ):
-        return reflect_subs(g, name, value)
+        return _lazy_subs(g, name, value)
     g = g.reorder_reals([name])
     ints = _union_ints(g, const, *coeffs.values())
     white_vec, prec_sqrt = g.aligned(ints, g.reals)
@@ -446,7 +451,7 @@ def _substitute_affine(g, name, value):
     return NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
 
 
-def reflect_subs(g, name, value):
+def _lazy_subs(g, name, value):
     return reflect.interpret(Subs, g.funsor(), ((name, value),))
 
 
