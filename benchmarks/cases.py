@@ -425,6 +425,15 @@ def array_lib(backend):
     return _LIBS[backend]()
 
 
+def _embed_pads(block, start, size):
+    """numpy-style pads placing ``block`` at rows and columns ``start:`` of a
+    zero ``size`` x ``size`` matrix (or rows ``start:`` of ``size`` x 1)."""
+    rows, cols = block.shape
+    left = start if cols > 1 else 0
+    right = size - cols - left if cols > 1 else 0
+    return (start, size - start - rows), (left, right)
+
+
 def _numpy_lib():
     import numpy as np
 
@@ -435,12 +444,7 @@ def _numpy_lib():
 
         @staticmethod
         def embed(block, start, size):
-            """``block`` placed at rows and columns ``start:`` of a zero
-            ``size`` x ``size`` (or ``size`` x 1) matrix."""
-            rows, cols = block.shape
-            left = start if cols > 1 else 0
-            right = size - cols - left if cols > 1 else 0
-            return np.pad(block, ((start, size - start - rows), (left, right)))
+            return np.pad(block, _embed_pads(block, start, size))
 
         @staticmethod
         def randn(shape, key=None):
@@ -471,11 +475,8 @@ def _torch_lib():
 
         @staticmethod
         def embed(block, start, size):
-            rows, cols = block.shape
-            left = start if cols > 1 else 0
-            right = size - cols - left if cols > 1 else 0
-            pads = (left, right, start, size - start - rows)
-            return torch.nn.functional.pad(block, pads)
+            (top, bottom), (left, right) = _embed_pads(block, start, size)
+            return torch.nn.functional.pad(block, (left, right, top, bottom))
 
         @staticmethod
         def randn(shape, key=None):
@@ -495,10 +496,7 @@ def _jax_lib():
 
         @staticmethod
         def embed(block, start, size):
-            rows, cols = block.shape
-            left = start if cols > 1 else 0
-            right = size - cols - left if cols > 1 else 0
-            return jnp.pad(block, ((start, size - start - rows), (left, right)))
+            return jnp.pad(block, _embed_pads(block, start, size))
 
         @staticmethod
         def randn(shape, key=None):

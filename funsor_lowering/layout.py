@@ -209,16 +209,3 @@ def align_expanded(lowered, batch, event_shape):
     expr = align(lowered, tuple(batch), len(event_shape))
     shape = tuple(d.size for d in batch.values()) + tuple(event_shape)
     return expand(expr, shape)
-
-
-def broadcast_shape(*shapes):
-    """numpy's broadcasting of event shapes, with a clear error."""
-    rank = max((len(s) for s in shapes), default=0)
-    result = []
-    for i in range(rank):
-        sizes = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0}
-        sizes.discard(1)
-        if len(sizes) > 1:
-            raise ValueError(f"event shapes {shapes} do not broadcast")
-        result.append(sizes.pop() if sizes else 1)
-    return tuple(result)

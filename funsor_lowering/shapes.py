@@ -111,7 +111,7 @@ def find_domain_einsum(op, domains):
             shape = shape[:start] + shape[start + n_ellipsis :]
         for letter, size in zip(named, shape):
             sizes[letter] = max(sizes.get(letter, 1), size)
-    ellipsis = _broadcast(ellipses)
+    ellipsis = broadcast_shape(*ellipses, what="einsum operands' ellipsis dims")
     shape = []
     for part in output.split("..."):
         shape.append(tuple(sizes[c] for c in part))
@@ -120,14 +120,16 @@ def find_domain_einsum(op, domains):
     return Array[dtype, result]
 
 
-def _broadcast(shapes):
+def broadcast_shape(*shapes, what="event shapes"):
+    """numpy's broadcasting of ``shapes``, with a clear error naming
+    ``what`` is broadcast."""
     rank = max((len(s) for s in shapes), default=0)
     result = []
     for i in range(rank):
         sizes = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0}
         sizes.discard(1)
         if len(sizes) > 1:
-            raise ValueError(f"cannot broadcast einsum operands {shapes}")
+            raise ValueError(f"{what} {shapes} do not broadcast")
         result.append(sizes.pop() if sizes else 1)
     return tuple(result)
 
@@ -135,7 +137,9 @@ def _broadcast(shapes):
 @find_domain.register(ops.TriangularSolveOp)
 def find_domain_triangular_solve(op, x, y):
     """``y⁻¹ x``: the batch dims broadcast, then ``x``'s matrix shape."""
-    batch = _broadcast([tuple(x.shape[:-2]), tuple(y.shape[:-2])])
+    batch = broadcast_shape(
+        tuple(x.shape[:-2]), tuple(y.shape[:-2]), what="triangular_solve batch dims"
+    )
     return Array[x.dtype, batch + tuple(x.shape[-2:])]
 
 

@@ -153,8 +153,7 @@ def _tensor_data(value, ints, event_shape, prototype):
         data, inputs = ops.new_full(prototype, (), value.data), OrderedDict()
     else:
         data, inputs = value.data, OrderedDict(value.inputs)
-    lowered = Lowered(Tensor(data), inputs)
-    return align_expanded(lowered, OrderedDict(ints), event_shape).data
+    return _align_batch(data, inputs, ints, len(event_shape))
 
 
 # ----------------------------------------------------------------- construct

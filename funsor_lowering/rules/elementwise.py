@@ -16,12 +16,12 @@ from ..layout import (
     align_expanded,
     apply,
     apply_finitary,
-    broadcast_shape,
     combine,
     reshape,
     union_batch,
 )
 from ..lowering import Lowered, LoweredTuple, lowering_rule
+from ..shapes import broadcast_shape
 
 # Reductions that leave a single value unchanged.
 _IDEMPOTENT_ON_SCALARS = (

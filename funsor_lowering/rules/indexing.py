@@ -29,7 +29,6 @@ from ..layout import (
     align_expanded,
     apply,
     apply_finitary,
-    broadcast_shape,
     constant,
     expand,
     permute,
@@ -37,6 +36,7 @@ from ..layout import (
     union_batch,
 )
 from ..lowering import Lowered, LoweredTuple, lowering_rule
+from ..shapes import broadcast_shape
 
 
 def batch_axis_to_event(lowered, name):
