@@ -21,6 +21,8 @@ import functools
 
 from funsor import domains, ops
 
+from .extra_ops import SplitKeyOp
+
 # funsor's shape rules for ops that act elementwise (or on trailing axes
 # only, like cholesky) and keep leading axes as they are.
 _POINTWISE_RULES = tuple(
@@ -58,6 +60,11 @@ def is_pointwise(op):
 @functools.singledispatch
 def batch_op(op, batch_shape, event_rank):
     return op if is_pointwise(op) else None
+
+
+@batch_op.register(SplitKeyOp)
+def _batch_split_key(op, batch_shape, event_rank):
+    return None if batch_shape else op  # one key, never batched
 
 
 def _negative(axis, rank):

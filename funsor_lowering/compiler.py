@@ -24,7 +24,7 @@ from funsor.util import get_backend
 
 from . import rules, shapes  # noqa: F401  (register lowering and shape rules)
 from .backends import array_backend
-from .errors import short_repr
+from .errors import NeedsEagerValues, short_repr
 from .layout import align, align_expanded
 from .lowering import LoweredTuple, build, lower_term
 from .passes import optimize
@@ -117,13 +117,17 @@ def compile_funsor(expr):
     return compile_structure(expr)
 
 
-def compile_structure(structure, *, inputs=None, memo=None):
+def compile_structure(structure, *, inputs=None, memo=None, input_types=None):
     """Compile a funsor or nesting of tuples, lists and dicts of funsors.
 
     :param dict inputs: the program's inputs (name -> domain), in order;
         defaults to the real free inputs of ``structure``.
     :param dict memo: a lowering cache shared between calls.
+    :param dict input_types: :class:`ValueType` s overriding some inputs'
+        domains in the program (a jax key is typed ``Reals[2]`` in terms).
     """
+    from .interpretations.shadow import inline_segments
+
     array_backend(get_backend()).activate()
     free = real_inputs(structure)
     if inputs is None:
@@ -143,7 +147,9 @@ def compile_structure(structure, *, inputs=None, memo=None):
         lowered = map_leaves(
             lambda leaf: finalize(lower_term(leaf, memo), leaf), structure
         )
-        return optimize(ProgramBuilder(inputs).build(map_leaves(_untuple, lowered)))
+        builder = ProgramBuilder(inputs, input_types)
+        program = builder.build(map_leaves(_untuple, lowered))
+        return optimize(inline_segments(program))
 
 
 @contextlib.contextmanager
@@ -164,8 +170,9 @@ class ProgramBuilder:
     """Turns lowered funsors into an :class:`OpProgram` (A-normal form).
     Cons-hashing of funsor terms makes equal subterms one value."""
 
-    def __init__(self, inputs):
+    def __init__(self, inputs, input_types=None):
         self.inputs = OrderedDict(inputs)
+        self.input_types = dict(input_types or {})
         self.constants = []  # (term, data)
         self.operations = []  # (term, op, arg_terms, packed)
         self.ids = {}
@@ -190,7 +197,10 @@ class ProgramBuilder:
         output = map_leaves(lambda term: number[term], lowered_structure)
         return OpProgram(
             [data for _, data in self.constants],
-            self.inputs,
+            {
+                **self.inputs,
+                **{k: t for k, t in self.input_types.items() if k in self.inputs},
+            },
             operations,
             output,
             value_types=value_types,
@@ -269,7 +279,6 @@ def compile_function(fn=None, **domains):
     if fn is None:
         return functools.partial(compile_function, **domains)
     from .interpretations import CompilingInterpretation
-    from .interpretations.compiling import NeedsEagerValues
 
     variables = {name: Variable(name, domain) for name, domain in domains.items()}
     interp = CompilingInterpretation()

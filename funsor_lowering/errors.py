@@ -31,6 +31,7 @@ RULE_FILES = {
     "Gaussian": "gaussian.py",
     "Distribution": "distributions.py",
     "Approximate": "approximate.py",
+    "Delta": "delta.py",
 }
 
 
@@ -88,3 +89,10 @@ class UnsupportedTermError(NotImplementedError):
             f"{rule_file(family)}"
         )
         super().__init__(message)
+
+
+class NeedsEagerValues(NotImplementedError):
+    """Raised inside a compiling block by funsor code that only works on
+    eager values and that a segment cannot hold symbolically (Gaussians of
+    symbolic arrays). ``compile_function`` catches it and traces the
+    function on example arrays instead."""

@@ -217,7 +217,16 @@ class TracingInterpretation(Interpretation):
         super().__init__("tracing")
 
     # Terms that only name or hold values: funsor's eager builds them.
-    LEAVES = (Tensor, Number, Variable, Slice, Tuple, Align, Gaussian)
+    LEAVES = (
+        Tensor,
+        Number,
+        Variable,
+        Slice,
+        Tuple,
+        Align,
+        Gaussian,
+        funsor.delta.Delta,
+    )
 
     def interpret(self, cls, *args):
         result = gaussian_patterns.interpret(get_origin(cls), *args)

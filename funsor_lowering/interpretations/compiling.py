@@ -10,7 +10,8 @@ had; :meth:`CompilingInterpretation.compile` lowers them to an ``OpProgram``.
 Example::
 
     >>> import numpy as np
-    >>> from funsor.domains import Reals
+    >>> from funsor.delta import Delta
+from funsor.domains import Reals
     >>> from funsor.terms import Variable
     >>> with compiling as interp:
     ...     x = Variable("x", Reals[2])
@@ -19,13 +20,36 @@ Example::
     array(6.)
 """
 
-from funsor.adjoint import AdjointTape
-from funsor.gaussian import GaussianMeta
-from funsor.interpretations import Interpretation, eager, normalize, reflect
-from funsor.terms import Funsor, Subs, _convert_reduced_vars
+import functools
 
+from funsor import ops
+from funsor.adjoint import AdjointTape
+from funsor.cnf import Contraction
+from funsor.delta import Delta
+from funsor.domains import Reals
+from funsor.gaussian import GaussianMeta
+from funsor.integrate import Integrate
+from funsor.interpretations import (
+    Interpretation,
+    StatefulInterpretation,
+    eager,
+    normalize,
+    reflect,
+)
+from funsor.interpreter import get_interpretation
+from funsor.terms import Binary, Funsor, Number, Subs, Variable
+
+from ..backends import array_backend
 from ..compiler import compile_structure
+from ..errors import NeedsEagerValues
+from ..extra_ops import split_key
 from ..lowering import has_real_inputs
+from ..program import value_type_of
+from ..tracer import KEY_INPUT
+from .shadow import LAZY_TERMS, Segment, symbolic_patches
+
+# A jax PRNG key as a block's terms type it (the program types it exactly).
+KEY_DOMAIN = Reals[2]
 
 
 def _has_real_inputs(arg):
@@ -36,34 +60,130 @@ def _has_real_inputs(arg):
     return False
 
 
+def _sample_patterns(cls, args):
+    """Terms over samples (Deltas at symbolic points, see :mod:`.shadow`)
+    that funsor's eager patterns simplify only for points without real
+    inputs: substitute the points, as those patterns do."""
+    if cls is Subs and isinstance(args[0], Delta):
+        return _delta_at_its_points(*args)
+    if cls is Integrate:
+        return _integrate_sample(*args)
+    return None
+
+
+def _sum_terms(term):
+    if (
+        isinstance(term, Contraction)
+        and term.bin_op is ops.add
+        and not term.reduced_vars
+    ):
+        return term.terms
+    if isinstance(term, Binary) and term.op is ops.add:
+        return _sum_terms(term.lhs) + _sum_terms(term.rhs)
+    return (term,)
+
+
+def _integrate_sample(log_measure, integrand, reduced_vars):
+    """``Integrate`` over variables a sample fixes: the integrand and the
+    rest of the measure at the sample's points, times its log densities."""
+    names = frozenset(v.name for v in reduced_vars)
+    terms = _sum_terms(log_measure)
+    subs, rest = {}, []
+    for term in terms:
+        if not isinstance(term, Delta):
+            rest.append(term)
+            continue
+        kept = []
+        for name, (point, log_density) in term.terms:
+            if name in names:
+                subs[name] = point
+                rest.append(log_density)
+            else:
+                kept.append((name, (point, log_density)))
+        if kept:
+            rest.append(Delta(tuple(kept)))
+    if not subs:
+        return None
+    measure = functools.reduce(ops.add, rest)(**subs)
+    fixed = frozenset(v for v in reduced_vars if v.name in subs)
+    return Integrate(measure, integrand(**subs), reduced_vars - fixed)
+
+
+def _delta_at_its_points(delta, subs):
+    """``delta(**subs)`` where each substituted value is the very point of
+    its Delta term (funsor's own substitution wants such points free of real
+    inputs; a sample's points are functions of the block's real inputs)."""
+    subs = dict(subs)
+    kept, log_density = [], Number(0.0)
+    for name, (point, term_log_density) in delta.terms:
+        if name not in subs:
+            kept.append((name, (point, term_log_density)))
+        elif subs[name] is point:
+            log_density = log_density + term_log_density
+        else:
+            return None
+    if not kept:
+        return log_density
+    return Delta(tuple(kept)) + log_density
+
+
 class Recording:
     """What one ``with`` block of a :class:`CompilingInterpretation` saw: how
-    many terms it built (eagerly folded or normalized) and the lowering
-    cache its ``compile`` calls share."""
+    many terms it built (eagerly folded or normalized), the lowering cache
+    its ``compile`` calls share, and the keys its segments drew with (jax)."""
 
-    __slots__ = ("folded", "normalized", "lowering_memo")
+    __slots__ = ("folded", "normalized", "lowering_memo", "_key")
 
     def __init__(self):
         self.folded = 0
         self.normalized = 0
         self.lowering_memo = {}
+        self._key = None
+
+    @property
+    def keyed(self):
+        return self._key is not None
+
+    def next_key(self):
+        """A fresh key term for a segment that draws on jax: split off the
+        block's ``rng_key`` input, as funsor's ``MonteCarlo`` splits."""
+        if self._key is None:
+            self._key = Variable(KEY_INPUT, KEY_DOMAIN)
+        key, self._key = split_key(self._key, index=0), split_key(self._key, index=1)
+        return key
 
     def __repr__(self):
         return f"Recording(folded={self.folded}, normalized={self.normalized})"
 
 
-class NeedsEagerValues(NotImplementedError):
-    """Raised inside a compiling block by funsor code that only works on
-    eager values (the adjoint tape, sampling). ``compile_function`` catches
-    it and traces the function on example arrays instead."""
+class SymbolicDataError(AttributeError):
+    """``.data`` of a symbolic funsor in a compiling block (an
+    ``AttributeError``, as funsor's ``hasattr`` checks expect)."""
+
+
+class NoData:
+    """``Funsor.data`` while compiling, for funsors that hold no array
+    (a non-data descriptor: a Tensor's own ``data`` attribute wins)."""
+
+    def __get__(self, funsor, owner=None):
+        if funsor is None:
+            return self
+        raise SymbolicDataError(
+            f".data of a symbolic {type(funsor).__name__} with inputs "
+            f"{list(funsor.inputs)}: a compiling block has no arrays; compute "
+            f"with funsor terms and funsor.ops, or use "
+            f"funsor_lowering.trace_function on concrete arrays"
+        )
 
 
 class ConcreteValueGuard:
     """While a compiling block is open, ``float()``, ``int()``, ``bool()``
     and ``.item()`` of a funsor with free real inputs raise a ``TypeError``
     that says why and points to ``trace_function`` (funsor's own errors
-    there are about argument types or ambiguous truth values); entering an
-    ``AdjointTape`` and sampling raise :class:`NeedsEagerValues`."""
+    there are about argument types or ambiguous truth values), and so does
+    ``.data`` of a funsor without an array (:class:`SymbolicDataError`). A
+    Gaussian built from symbolic arrays raises :class:`NeedsEagerValues`;
+    sampling and the adjoint tape run as segments (:mod:`.shadow`)."""
 
     METHODS = ("__float__", "__int__", "__index__", "__bool__", "item")
     _depth = 0
@@ -73,10 +193,10 @@ class ConcreteValueGuard:
     def _patches(cls):
         """(owner, attribute, replacement) for every patched attribute."""
         patches = [(Funsor, name, cls._guard(name)) for name in cls.METHODS]
-        patches.append((AdjointTape, "__enter__", _refuse_adjoint_tape))
-        patches.append((Funsor, "sample", _refuse_sampling))
+        patches.append((Funsor, "data", NoData()))
         patches.append((GaussianMeta, "__call__", _gaussian_from_funsors))
-        return patches
+        patches.append((reflect, "interpret", _recording_reflect))
+        return patches + symbolic_patches()
 
     @classmethod
     def install(cls):
@@ -129,22 +249,6 @@ _EAGER_ONLY = (
 )
 
 
-def _refuse_adjoint_tape(tape):
-    # Over symbolic terms funsor 0.4.8's tape merges cons-hashed results and
-    # mixes alpha-renamed bound variables: the marginals come out wrong.
-    raise NeedsEagerValues(
-        "funsor.adjoint.AdjointTape (forward_backward, adjoint) " + _EAGER_ONLY
-    )
-
-
-def _refuse_sampling(self, sampled_vars, sample_inputs=None, rng_key=None):
-    # Lazily, funsor's sample is a no-op (or a draw folded into a constant).
-    sampled = {v.name for v in _convert_reduced_vars(sampled_vars, self.inputs)}
-    if sampled.isdisjoint(self.inputs):
-        return self
-    raise NeedsEagerValues(f"sampling {type(self).__name__} " + _EAGER_ONLY)
-
-
 def _gaussian_from_funsors(cls, *args, **kwargs):
     # funsor's Gaussian takes arrays; compile_function's keywords are
     # Variables: trace the function on example arrays instead.
@@ -171,21 +275,46 @@ class CompilingInterpretation(Interpretation):
     def __init__(self, name="compiling"):
         super().__init__(name)
         self.recording = Recording()
+        self._outer = ()
+
+    _active = []  # the open blocks, innermost last
 
     def __enter__(self):
-        self.recording = Recording()
+        if self not in CompilingInterpretation._active:
+            # funsor re-enters the active interpretation (substitute does):
+            # only an outermost block starts a fresh recording
+            self.recording = Recording()
+            self._outer = _outer_interpretations(get_interpretation())
         ConcreteValueGuard.install()
+        CompilingInterpretation._active.append(self)
         return super().__enter__()
 
     def __exit__(self, *args):
         try:
             return super().__exit__(*args)
         finally:
+            CompilingInterpretation._active.remove(self)
             ConcreteValueGuard.uninstall()
 
+    _depth = 0  # > 0 while any compiling interpretation interprets a term
+
     def interpret(self, cls, *args):
+        CompilingInterpretation._depth += 1
+        try:
+            for outer in self._outer:
+                result = outer.interpret(cls, *args)
+                if result is not None:
+                    return result
+            return self._interpret(cls, *args)
+        finally:
+            CompilingInterpretation._depth -= 1
+
+    def _interpret(self, cls, *args):
         if any(_has_real_inputs(arg) for arg in args):
             self.recording.normalized += 1
+            result = _sample_patterns(cls, args)
+            if result is not None:
+                return result
             if cls is Subs:
                 # funsor 0.4.8's normalize pushes substitutions through Cat
                 # into terms whose inputs disagree (sequential_sum_product
@@ -209,9 +338,49 @@ class CompilingInterpretation(Interpretation):
             defaults to the real free inputs of ``result``.
         :rtype: ~funsor_lowering.OpProgram
         """
+        input_types = None
+        if self.recording.keyed:
+            # a program that draws on jax takes its key as an input
+            if inputs is not None:
+                inputs = {**inputs, KEY_INPUT: KEY_DOMAIN}
+            key = array_backend("jax").example_key()
+            input_types = {KEY_INPUT: value_type_of(key, array_backend("jax"))}
         return compile_structure(
-            result, inputs=inputs, memo=self.recording.lowering_memo
+            result,
+            inputs=inputs,
+            memo=self.recording.lowering_memo,
+            input_types=input_types,
         )
+
+
+def _outer_interpretations(interp):
+    """The stateful interpretations (``MonteCarlo`` ...) active where a
+    block opens: they keep applying inside it, as they would to eager code
+    (funsor's default ``eager`` / ``normalize`` are the block's own). An
+    ``AdjointTape`` there would not see the block's terms: refused."""
+    subs = interp.subinterpretations
+    if any(isinstance(s, AdjointTape) for s in subs):
+        raise NotImplementedError(
+            "an AdjointTape entered outside a compiling block does not see the "
+            "terms the block builds; enter the tape inside the block"
+        )
+    return tuple(s for s in subs if isinstance(s, StatefulInterpretation))
+
+
+def _recording_reflect(cls, *args):
+    """funsor's ``reflect`` while a block is open: records lazy terms."""
+    result = _ORIGINAL_REFLECT(cls, *args)
+    if not CompilingInterpretation._depth and not Segment.running:
+        LAZY_TERMS[id(result)] = result
+    return result
+
+
+_ORIGINAL_REFLECT = reflect.interpret
+
+
+def current_recording():
+    """The recording of the innermost open compiling block."""
+    return CompilingInterpretation._active[-1].recording
 
 
 compiling = CompilingInterpretation()

@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     approximate,
     atoms,
     contraction,
+    delta,
     distributions,
     elementwise,
     indexing,

@@ -1,0 +1,703 @@
+"""Sampling and the adjoint tape inside a compiling block.
+
+funsor 0.4.8 samples (``Funsor.sample``, which ``MonteCarlo`` calls) and
+runs its adjoint tape on concrete arrays only. Inside a ``with compiling:``
+block such a step runs as a :class:`Segment`:
+
+1. the symbolic terms it needs are evaluated on example arrays, with the
+   tracer recording every op (their *shadows*); funsor's own code then runs
+   on the shadows, exactly as it runs eagerly;
+2. the recorded ops become a sub-program whose inputs are the block's
+   symbolic values (real ``Variable`` s, results of earlier segments, the
+   jax ``rng_key``), and each array of the result becomes a
+   ``segment_output`` op application over those inputs, named by its
+   ``Bint`` inputs: the result is a symbolic funsor again, with the inputs
+   and output funsor's eager result has;
+3. compiling inlines each segment's sub-program once (:func:`inline_segments`),
+   so its random draws stay live ops, drawn once per program call.
+
+Each segment runs on two sets of example arrays and is refused if the two
+sub-programs differ (arrays computed outside ``funsor.ops``, branches on
+values). Example::
+
+    >>> import numpy as np
+    >>> from funsor import ops
+    >>> from funsor.domains import Bint, Reals
+    >>> from funsor.montecarlo import MonteCarlo
+    >>> from funsor.terms import Variable
+    >>> from funsor_lowering import compiling
+    >>> with compiling as interp:
+    ...     logits = Variable("logits", Reals[3])["k"]
+    ...     with MonteCarlo(particle=Bint[5]):
+    ...         draws = logits.sample("k", logits.inputs.copy())
+    >>> print(dict(draws.inputs))
+    {'logits': Reals[3], 'k': Bint[3]}
+"""
+
+import weakref
+from collections import OrderedDict, defaultdict
+from contextlib import contextmanager
+
+import funsor.adjoint
+import funsor.interpreter
+import numpy as np
+from funsor import ops
+from funsor.adjoint import AdjointTape
+from funsor.cnf import Contraction
+from funsor.delta import Delta
+from funsor.domains import Array, find_domain
+from funsor.gaussian import Gaussian
+from funsor.integrate import Integrate
+from funsor.interpretations import (
+    Memoize,
+    PrioritizedInterpretation,
+    reflect,
+)
+from funsor.interpreter import (
+    get_interpretation,
+    pop_interpretation,
+    push_interpretation,
+)
+from funsor.montecarlo import extract_samples
+from funsor.tensor import Tensor
+from funsor.terms import (
+    Approximate,
+    Binary,
+    Cat,
+    Finitary,
+    Funsor,
+    Number,
+    Reduce,
+    Scatter,
+    Slice,
+    Subs,
+    Variable,
+    to_funsor,
+)
+from funsor.typing import get_origin
+
+from ..backends import array_backend
+from ..errors import NeedsEagerValues
+from ..program import OpProgram, map_leaves, value_type_of
+from ..tracer import (
+    KeySource,
+    Node,
+    OpRecorder,
+    TracingInterpretation,
+    UntracedValueError,
+    _build_program,
+    _same_constants,
+    tracing_patches,
+)
+
+# Terms user code built lazily (``reflect``, ``lazy``) in compiling blocks,
+# by id (compiling records them): shadows of these stay lazy, as funsor's
+# eager code would hold them. Cons-hashing hands such a term to later blocks.
+LAZY_TERMS = weakref.WeakValueDictionary()
+
+
+class SegmentProgram:
+    """A segment's recorded sub-program and the funsor domain (positional
+    layout) of each of its outputs."""
+
+    def __init__(self, program, domains):
+        self.program = program
+        self.domains = tuple(domains)
+
+    def run(self, args):
+        return self.program(**dict(zip(self.program.input_types, args)))
+
+    def __repr__(self):
+        return f"SegmentProgram({len(self.program.operations)} ops)"
+
+
+@ops.FinitaryOp.make(module_name=__name__)
+def segment_output(args, segment=None, index=0):
+    """Output ``index`` of ``segment`` (a :class:`SegmentProgram`) run on
+    ``args``. Compiling inlines the sub-program instead of calling this."""
+    return segment.run(args)[index]
+
+
+SegmentOutputOp = type(segment_output)
+
+
+@find_domain.register(SegmentOutputOp)
+def find_domain_segment_output(op, domains):
+    return op.defaults["segment"].domains[op.defaults["index"]]
+
+
+def is_segment_value(term):
+    """Whether ``term`` is a segment output (named by ``Bint`` indexing)."""
+    while isinstance(term, Binary) and isinstance(term.op, ops.GetitemOp):
+        term = term.lhs
+    return isinstance(term, Finitary) and isinstance(term.op, SegmentOutputOp)
+
+
+@extract_samples.register(Finitary)
+@extract_samples.register(Binary)
+def _extract_samples_segment_value(term):
+    # a sample's log weight in a compiling block (funsor's is a Tensor)
+    if is_segment_value(term):
+        return {}
+    raise ValueError(f"Could not extract support from {type(term).__name__}")
+
+
+class Segment:
+    """One sampling or adjoint step of a compiling block, run on the shadows
+    of its symbolic inputs in two worlds (sets of example arrays).
+
+    :param frozenset params: names of the real ``Variable`` s that are the
+        step's inputs (substituted by example arrays); others stay symbolic.
+    :param recording: the block's :class:`~.compiling.Recording`.
+    """
+
+    running = 0  # > 0 while a world runs: funsor's own code applies
+
+    def __init__(self, params, recording):
+        self.params = frozenset(params)
+        self.recording = recording
+        self.backend = array_backend(funsor.get_backend())
+        self.inputs = []  # the block's symbolic values behind each input
+        self.input_ids = {}  # id(term) -> index in self.inputs
+        interp = shadow_interpretation(get_interpretation())
+        self.worlds = [World(self, seed, interp) for seed in (0, 1)]
+
+    def input_index(self, term):
+        k = self.input_ids.get(id(term))
+        if k is None:
+            k = self.input_ids[id(term)] = len(self.inputs)
+            self.inputs.append(term)
+        return k
+
+    def run(self, fn):
+        """``fn(world)`` in each world, with the tracer recording."""
+        return [world.run(fn) for world in self.worlds]
+
+    def embed(self, results):
+        """World 0's result as a symbolic funsor (or a nesting of tuples,
+        lists and dicts of them), checked against world 1's."""
+        signatures, leaves = zip(*(_signature(r) for r in results))
+        if signatures[0] != signatures[1]:
+            raise _depends_on_values()
+        keyed = any(world.keys.used for world in self.worlds)
+        programs = [w.program(leaf, keyed) for w, leaf in zip(self.worlds, leaves)]
+        if programs[0].operations != programs[1].operations or not _same_constants(
+            *programs, self.backend
+        ):
+            raise _depends_on_values()
+        args = list(self.inputs)
+        if keyed:
+            args.append(self.recording.next_key())
+        domains = [_positional_domain(leaf) for leaf in leaves[0]]
+        segment = SegmentProgram(programs[0], domains)
+        terms = {}
+        for k, leaf in enumerate(leaves[0]):
+            term = Finitary(SegmentOutputOp(segment=segment, index=k), tuple(args))
+            for name, domain in leaf.inputs.items():
+                term = term[Variable(name, domain)]
+            terms[id(leaf)] = term
+        return map_leaves(lambda value: _rebuild(value, terms), results[0])
+
+
+class World:
+    """One set of example arrays: the shadows of symbolic terms in it."""
+
+    def __init__(self, segment, seed, interp):
+        self.segment = segment
+        self.seed = seed
+        self.interp = interp
+        self.recorder = OpRecorder(segment.backend)
+        self.arrays = []  # example array of each segment input
+        self.memo = {}  # id(symbolic term) -> shadow
+        self.keep = []  # symbolic terms in memo, alive
+        self.inverse = {}  # id(shadow) -> symbolic term
+        self.by_structure = {}  # _structure(lazy shadow) -> symbolic term
+        key = segment.backend.example_key()
+        self.key = None if key is None else self._register(key)
+        self.keys = KeySource(self.key)
+
+    def _register(self, array):
+        array = self.segment.backend.as_traceable(array)
+        self.recorder.add(Node(array, live=True))
+        return array
+
+    @contextmanager
+    def running(self):
+        Segment.running += 1
+        try:
+            with tracing_patches(self.segment.backend), self.recorder, self.keys:
+                with self.interp:
+                    yield
+        finally:
+            Segment.running -= 1
+
+    def run(self, fn):
+        with self.running():
+            return fn(self)
+
+    def remember(self, term, shadow, eager=None):
+        """``shadow`` is ``term``'s shadow (``eager``: in an eagerly built
+        region; ``None``: in both)."""
+        for key in (True, False) if eager is None else (eager,):
+            self.memo[id(term), key] = shadow
+        self.keep.append(term)
+        self.inverse.setdefault(id(shadow), term)
+        if eager is False:  # a lazy shadow: funsor's tape keys a copy of it
+            self.by_structure.setdefault(_structure(shadow), term)
+        self.keep.append(shadow)
+
+    def shadow(self, term, eager=False):
+        """The value of a symbolic term (or tuple, frozenset of terms) in
+        this world: funsor's eager result, except where user code built
+        the term lazily (``reflect``, ``lazy``): a lazy term over values."""
+        if isinstance(term, (tuple, frozenset)):
+            return type(term)(self.shadow(t, eager) for t in term)
+        if not isinstance(term, Funsor):
+            return term
+        eager = eager or id(term) not in LAZY_TERMS
+        value = self.memo.get((id(term), eager))
+        if value is None:
+            value = self._shadow(term, eager)
+            self.remember(term, value, eager)
+        return value
+
+    def _shadow(self, term, eager):
+        if isinstance(term, Variable):
+            if term.name in self.segment.params and term.dtype == "real":
+                return self._input(term)
+            return term
+        if isinstance(term, Finitary) and isinstance(term.op, SegmentOutputOp):
+            return self._input(term)
+        if isinstance(term, (Tensor, Number, Slice)):
+            return term
+        if eager or not _is_structure(term):
+            # Values (indexed inputs ...) are what eager code holds as
+            # Tensors (in lazily built terms too); funsor's alpha-renamed
+            # copy of a value is the value renamed (the same array).
+            original, renames = _unrenamed(term)
+            if original is not term:
+                value = self.shadow(original, True)
+                with pushed(self.interp):
+                    return value(**renames)
+            eager = True
+        # the subterms of a term the block built eagerly are eager too
+        # (funsor's normalize builds some of them directly)
+        args = tuple(self.shadow(arg, eager) for arg in term._ast_values)
+        interp = self.interp if eager else reflect
+        with pushed(interp):
+            return interp.interpret(get_origin(type(term)), *args)
+
+    def _input(self, term):
+        k = self.segment.input_index(term)
+        while len(self.arrays) <= k:
+            self.arrays.append(None)
+        if self.arrays[k] is None:
+            self.arrays[k] = self._register(self._example(term.output, k))
+        return Tensor(self.arrays[k], OrderedDict(), term.dtype)
+
+    def _example(self, domain, k):
+        backend = self.segment.backend
+        seed = 1000 * self.seed + k
+        if domain.dtype == "real":
+            return backend.example_array(domain.shape, seed=seed)
+        rng = np.random.default_rng(seed)
+        return backend.from_numpy(rng.integers(0, domain.dtype, domain.shape))
+
+    def program(self, leaves, keyed):
+        """The recorded sub-program from the inputs to ``leaves``' data."""
+        arrays = list(self.arrays)
+        if keyed:
+            arrays.append(self.key)
+        kwargs = OrderedDict((f"in{k}", a) for k, a in enumerate(arrays))
+        types = OrderedDict(
+            (name, value_type_of(a, self.segment.backend)) for name, a in kwargs.items()
+        )
+        result = tuple(leaf.data for leaf in leaves)
+        return _build_program(self.recorder, kwargs, types, result, True)
+
+
+@contextmanager
+def pushed(interp):
+    """``interp`` on top of funsor's stack, without entering it (entering
+    a compiling interpretation would start a fresh recording)."""
+    push_interpretation(interp)
+    try:
+        yield
+    finally:
+        pop_interpretation()
+
+
+def shadow_interpretation(interp):
+    """The interpretation shadows are evaluated under: the block's stack
+    with compiling replaced by the tracer's (``MonteCarlo`` and the like
+    stay; ``memoize`` and symbolic tapes go)."""
+    from .compiling import CompilingInterpretation
+
+    subs = []
+    for sub in _flatten(interp):
+        if isinstance(sub, CompilingInterpretation):
+            subs.append(TracingInterpretation())
+        elif not isinstance(sub, AdjointTape):
+            subs.append(sub)
+        if subs and subs[-1].is_total:
+            break
+    if not subs or not subs[-1].is_total:
+        subs.append(TracingInterpretation())
+    return subs[0] if len(subs) == 1 else PrioritizedInterpretation(*subs)
+
+
+def _flatten(interp):
+    for sub in interp.subinterpretations:
+        if isinstance(sub, Memoize):
+            yield from _flatten(sub.base_interpretation)
+        else:
+            yield sub
+
+
+# Terms whose structure funsor's adjoint tape follows (the rest are values).
+_STRUCTURE = (Reduce, Contraction, Cat, Subs, Scatter, Approximate, Integrate)
+
+
+def _is_structure(term):
+    if isinstance(term, Binary):
+        return isinstance(term.op, ops.AssociativeOp)
+    return isinstance(term, _STRUCTURE)
+
+
+def _unrenamed(term):
+    """``term`` with funsor's fresh names of bound variables (``x__BOUND_3``)
+    back to their own, and the renaming that restores them."""
+    renames = {
+        name.split("__BOUND")[0]: Variable(name, domain)
+        for name, domain in term.inputs.items()
+        if "__BOUND" in name
+    }
+    if not renames:
+        return term, {}
+    names = {v.name: k for k, v in renames.items()}
+    return _rename(term, names), renames
+
+
+def _rename(term, names):
+    if isinstance(term, Variable):
+        return Variable(names.get(term.name, term.name), term.output)
+    if isinstance(term, (tuple, frozenset)):
+        return type(term)(_rename(t, names) for t in term)
+    if not isinstance(term, Funsor) or isinstance(term, (Tensor, Number, Slice)):
+        return term
+    args = tuple(_rename(a, names) for a in term._ast_values)
+    return reflect.interpret(get_origin(type(term)), *args)
+
+
+def _signature(value):
+    """A hashable description of a funsor result without its arrays, and
+    its ``Tensor`` leaves, in order."""
+    leaves = []
+
+    def sig(x):
+        if isinstance(x, Tensor):
+            leaves.append(x)
+            inputs = tuple((_unbound(k), d) for k, d in x.inputs.items())
+            return ("Tensor", inputs, x.dtype, tuple(x.data.shape))
+        if isinstance(x, Gaussian):
+            raise NeedsEagerValues(
+                "a Gaussian result of sampling or of the adjoint tape (its "
+                "arrays cannot be symbolic in a compiling block); use "
+                "funsor_lowering.compile_function or trace_function"
+            )
+        if isinstance(x, Funsor):
+            return (type(x).__name__,) + tuple(sig(a) for a in x._ast_values)
+        if isinstance(x, tuple):
+            return ("tuple",) + tuple(sig(a) for a in x)
+        if isinstance(x, frozenset):
+            return ("frozenset", frozenset(sig(a) for a in x))
+        if isinstance(x, str):
+            return _unbound(x)  # funsor's fresh names differ between runs
+        return x
+
+    signature = map_leaves(sig, value)
+    return _hashable(signature), leaves
+
+
+def _unbound(name):
+    return name.split("__BOUND")[0]
+
+
+def _hashable(structure):
+    if isinstance(structure, dict):  # keyed by terms: compared by identity
+        return tuple((_identity(k), _hashable(v)) for k, v in structure.items())
+    if isinstance(structure, list):
+        return tuple(_hashable(v) for v in structure)
+    return structure
+
+
+def _identity(key):
+    return ("term", id(key)) if isinstance(key, Funsor) else key
+
+
+def _positional_domain(leaf):
+    shape = tuple(d.size for d in leaf.inputs.values()) + leaf.output.shape
+    return Array[leaf.dtype, shape]
+
+
+def _rebuild(value, terms):
+    """``value`` with its Tensor leaves replaced by their symbolic terms,
+    rebuilt by the block's interpretation."""
+    if isinstance(value, Tensor):
+        return terms[id(value)]
+    if isinstance(value, (tuple, frozenset)):
+        return type(value)(_rebuild(v, terms) for v in value)
+    if not isinstance(value, Funsor) or isinstance(value, (Number, Variable, Slice)):
+        return value
+    args = tuple(_rebuild(a, terms) for a in value._ast_values)
+    return type(value)(*args)
+
+
+def _depends_on_values():
+    return UntracedValueError(
+        "a sampling or adjoint step in a compiling block gave different "
+        "programs on two sets of example arrays: its results depend on input "
+        "values through arrays computed outside funsor.ops or through "
+        "branches on values; use funsor_lowering.trace_function on the "
+        "arrays you have"
+    )
+
+
+# ------------------------------------------------------------------ sampling
+def symbolic_sample(self, sampled_vars, sample_inputs=None, rng_key=None):
+    """``Funsor.sample`` in a compiling block: a segment that samples the
+    shadow of ``self``; its free real inputs are the segment's inputs."""
+    if Segment.running:  # a shadow samples as funsor does
+        return ORIGINAL_SAMPLE(self, sampled_vars, sample_inputs, rng_key)
+    sampled = frozenset(
+        v.name for v in funsor.terms._convert_reduced_vars(sampled_vars, self.inputs)
+    )
+    if (sampled - _sampled_names(self)).isdisjoint(self.inputs):
+        return self  # nothing left to sample (funsor's sign to stop)
+    from .compiling import current_recording
+
+    params = {k for k, d in self.inputs.items() if d.dtype == "real"} - sampled
+    segment = Segment(params, current_recording())
+
+    def draw(world):
+        shadow = world.shadow(self)
+        sample = ORIGINAL_SAMPLE(shadow, sampled, sample_inputs, rng_key)
+        return None if sample is shadow else sample
+
+    samples = segment.run(draw)
+    if samples[0] is None and samples[1] is None:
+        return self  # nothing left to sample (funsor's sign to stop)
+    return segment.embed(samples)
+
+
+def _sampled_names(term):
+    """Names a sample already fixes: those of its Delta terms."""
+    if isinstance(term, Delta):
+        return frozenset(term.fresh)
+    if isinstance(term, Contraction) and term.bin_op is ops.add:
+        return frozenset().union(*map(_sampled_names, term.terms))
+    if isinstance(term, Binary) and term.op is ops.add:
+        return _sampled_names(term.lhs) | _sampled_names(term.rhs)
+    return frozenset()
+
+
+ORIGINAL_SAMPLE = Funsor.__dict__["sample"]
+
+
+# ------------------------------------------------------------- adjoint tape
+class TapeEntry:
+    """A step the symbolic tape saw: ``cls(*args)`` or the reinterpretation
+    of ``args[0]`` (``forward_backward``), and its symbolic result."""
+
+    __slots__ = ("cls", "args", "result")
+
+    def __init__(self, cls, args, result):
+        self.cls, self.args, self.result = cls, args, result
+
+
+def tape_enter(tape):
+    """``AdjointTape.__enter__`` in a compiling block: record symbolically."""
+    if Segment.running:
+        return ORIGINAL_TAPE_ENTER(tape)
+    tape.symbolic_entries = []
+    return ORIGINAL_TAPE_ENTER(tape)
+
+
+def tape_interpret(tape, cls, *args):
+    entries = getattr(tape, "symbolic_entries", None)
+    if entries is None:
+        return ORIGINAL_TAPE_INTERPRET(tape, cls, *args)
+    with pushed(tape._old_interpretation):
+        result = cls(*args)
+    entries.append(TapeEntry(cls, args, result))
+    return result
+
+
+def tape_stack_reinterpret(x):
+    """``funsor.adjoint.stack_reinterpret`` (``forward_backward``'s) while a
+    symbolic tape is on top: one entry for the whole expression."""
+    tape = get_interpretation().subinterpretations[0]
+    entries = getattr(tape, "symbolic_entries", None)
+    if entries is None or Segment.running:
+        return ORIGINAL_STACK_REINTERPRET(x)
+    with pushed(tape._old_interpretation):
+        result = ORIGINAL_STACK_REINTERPRET(x)
+    entries.append(TapeEntry(None, (x,), result))
+    return result
+
+
+def tape_adjoint(tape, sum_op, bin_op, root, targets=None, *, batch_vars=frozenset()):
+    """``AdjointTape.adjoint`` of a symbolic tape: a segment that replays
+    the tape on shadows under funsor's own tape, then takes its adjoint."""
+    entries = getattr(tape, "symbolic_entries", None)
+    if entries is None:
+        return ORIGINAL_TAPE_ADJOINT(
+            tape, sum_op, bin_op, root, targets, batch_vars=batch_vars
+        )
+    from .compiling import current_recording
+
+    params = {k for k, d in root.inputs.items() if d.dtype == "real"}
+    segment = Segment(params, current_recording())
+
+    def replay(world):
+        real_tape = AdjointTape()
+        ORIGINAL_TAPE_ENTER(real_tape)
+        try:
+            for entry in entries:
+                args = world.shadow(entry.args)
+                if entry.cls is None:
+                    value = ORIGINAL_STACK_REINTERPRET(args[0])
+                else:
+                    value = entry.cls(*args)
+                world.remember(entry.result, value)
+        finally:
+            real_tape.__exit__(None, None, None)
+        eager_targets = None if targets is None else world.shadow(tuple(targets))
+        adjoints = real_tape.adjoint(
+            sum_op,
+            bin_op,
+            world.shadow(root),
+            eager_targets,
+            batch_vars=world.shadow(frozenset(batch_vars)),
+        )
+        if targets is not None:
+            return [adjoints[t] for t in eager_targets]
+        # keys: the block's terms (funsor's own intermediate lazy terms name
+        # none of them and are left out)
+        keys = {k: _unshadow(world, k) for k in adjoints}
+        return {keys[k]: v for k, v in adjoints.items() if keys[k] is not None}
+
+    values = segment.embed(segment.run(replay))
+    if targets is not None:
+        return dict(zip(targets, values))
+    zero = to_funsor(ops.UNITS[sum_op])
+    result = defaultdict(lambda: zero)
+    result.update(values)
+    return result
+
+
+def _unshadow(world, key):
+    """The block's term whose shadow ``key`` is, or ``None``. funsor's tape
+    keys lazy terms by a copy with fresh bound names: matched up to them."""
+    term = world.inverse.get(id(key))
+    if term is None and isinstance(key, Funsor):
+        term = world.by_structure.get(_structure(key))
+    return term
+
+
+def _structure(term):
+    """A hashable form of a lazy term over shadows, up to bound names."""
+    if isinstance(term, Tensor):
+        inputs = tuple((_unbound(k), d) for k, d in term.inputs.items())
+        return ("Tensor", id(term.data), inputs)
+    if isinstance(term, Variable):
+        return ("Variable", _unbound(term.name), term.output)
+    if isinstance(term, Funsor):
+        return (type(term).__name__,) + tuple(map(_structure, term._ast_values))
+    if isinstance(term, tuple):
+        return tuple(map(_structure, term))
+    if isinstance(term, frozenset):
+        return frozenset(map(_structure, term))
+    if isinstance(term, str):
+        return _unbound(term)
+    return term
+
+
+ORIGINAL_TAPE_ENTER = AdjointTape.__dict__["__enter__"]
+ORIGINAL_TAPE_INTERPRET = AdjointTape.__dict__["interpret"]
+ORIGINAL_TAPE_ADJOINT = AdjointTape.__dict__["adjoint"]
+ORIGINAL_STACK_REINTERPRET = funsor.interpreter.stack_reinterpret
+
+
+def symbolic_patches():
+    """(owner, attribute, replacement) installed while a compiling block is
+    open: sampling and the adjoint tape run as segments."""
+    return [
+        (Funsor, "sample", symbolic_sample),
+        (AdjointTape, "__enter__", tape_enter),
+        (AdjointTape, "interpret", tape_interpret),
+        (AdjointTape, "adjoint", tape_adjoint),
+        (funsor.adjoint, "stack_reinterpret", tape_stack_reinterpret),
+    ]
+
+
+# ------------------------------------------------------------------ inlining
+def inline_segments(program):
+    """``program`` with each ``segment_output`` call replaced by its
+    segment's operations, inlined once per segment and arguments."""
+    if not any(isinstance(o.op, SegmentOutputOp) for o in program.operations):
+        return program
+    n_constants, n_inputs = len(program.constants), len(program._input_leaves)
+    constants = list(program.constants)
+    operations, types = [], []  # operations over ("c"|"i"|"o", k) refs
+    refs = [("c", k) for k in range(n_constants)]
+    refs += [("i", k) for k in range(n_inputs)]
+    calls = {}
+
+    def inline(sub, args):
+        sub_refs = []
+        for value in sub.constants:
+            constants.append(value)
+            sub_refs.append(("c", len(constants) - 1))
+        sub_refs += args
+        for operation, value_type in zip(sub.operations, sub._operation_types):
+            operations.append((operation, [sub_refs[a] for a in operation.args]))
+            types.append(value_type)
+            sub_refs.append(("o", len(operations) - 1))
+        return [sub_refs[k] for k in sub.output]
+
+    for k, operation in enumerate(program.operations):
+        args = [refs[a] for a in operation.args]
+        if isinstance(operation.op, SegmentOutputOp):
+            segment = operation.op.defaults["segment"]
+            key = (id(segment), tuple(args))
+            if key not in calls:
+                calls[key] = inline(segment.program, args)
+            refs.append(calls[key][operation.op.defaults["index"]])
+        else:
+            operations.append((operation, args))
+            types.append(program._operation_types[k])
+            refs.append(("o", len(operations) - 1))
+
+    first = {"c": 0, "i": len(constants), "o": len(constants) + n_inputs}
+
+    def number(ref):
+        return first[ref[0]] + ref[1]
+
+    return OpProgram(
+        constants,
+        program.input_types,
+        [op.replace(args=tuple(map(number, args))) for op, args in operations],
+        map_leaves(lambda n: number(refs[n]), program.output),
+        value_types=types,
+        backend=program.backend,
+    )
+
+
+__all__ = [
+    "Segment",
+    "SegmentOutputOp",
+    "inline_segments",
+    "segment_output",
+    "symbolic_patches",
+]
