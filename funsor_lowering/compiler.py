@@ -126,7 +126,7 @@ def compile_structure(structure, *, inputs=None, memo=None, input_types=None):
     :param dict input_types: :class:`ValueType` s overriding some inputs'
         domains in the program (a jax key is typed ``Reals[2]`` in terms).
     """
-    from .interpretations.shadow import inline_segments
+    from .interpretations.segments import inline_segments
 
     array_backend(get_backend()).activate()
     free = real_inputs(structure)
@@ -261,10 +261,12 @@ def compile_function(fn=None, **domains):
     lists and dicts of funsors; the program takes the real-valued keywords
     as arrays and returns the same nesting of arrays. Also a decorator.
 
-    Code that funsor runs on concrete values only (``funsor.adjoint``'s
-    tape, sampling under ``MonteCarlo``) is traced instead: ``fn`` runs
-    eagerly on ``Tensor`` s of example arrays while every op is recorded
-    (see :func:`funsor_lowering.tracer.trace_on_examples`); random draws stay live.
+    Sampling and ``funsor.adjoint``'s tape, which funsor runs on concrete
+    values only, run as segments traced on example arrays (see
+    :mod:`funsor_lowering.interpretations.eager_steps`); random draws stay live.
+    A function that builds a ``Gaussian`` from its keyword funsors is traced
+    whole: ``fn`` runs eagerly on ``Tensor`` s of example arrays while every
+    op is recorded (:func:`funsor_lowering.tracer.trace_on_examples`).
 
     Example::
 

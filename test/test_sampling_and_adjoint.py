@@ -2,7 +2,7 @@
 (``forward_backward``, ``AdjointTape``), which funsor 0.4.8 runs on concrete
 arrays only, compiled two ways: by ``compile_function`` and inside a ``with
 compiling:`` block (both run such steps as segments traced on example arrays,
-see interpretations/shadow.py). References: the same function run by funsor
+see interpretations/segments.py). References: the same function run by funsor
 eagerly on Tensors of fresh arrays. Draws must stay live: two calls differ,
 and their statistics match the distribution and funsor's eager draws."""
 
@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from funsor_lowering import compile_function, compile_funsor, compiling
 from funsor_lowering.interpretations.compiling import current_recording
-from funsor_lowering.interpretations.shadow import Segment
+from funsor_lowering.interpretations.segments import Segment
 from funsor_lowering.tracer import RANDOM_OPS, UntracedValueError, trace_on_examples
 
 from .helpers import assert_matches, from_numpy, random_arrays, run_three_ways, to_numpy

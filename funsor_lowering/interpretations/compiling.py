@@ -4,14 +4,15 @@ and compile what it builds.
 Inside the block, a term whose arguments have no free real-valued inputs is
 evaluated by funsor's ``eager`` interpretation (constant folding at compile
 time); any other term is normalized (funsor's ``normalize``), without eager
-pattern retries. Results keep the ``.inputs`` / ``.output`` they would have
-had; :meth:`CompilingInterpretation.compile` lowers them to an ``OpProgram``.
+pattern retries. Sampling and the adjoint tape run as segments traced on
+example arrays (:mod:`.eager_steps`). Results keep the ``.inputs`` / ``.output``
+they would have had; :meth:`CompilingInterpretation.compile` lowers them to
+an ``OpProgram``.
 
 Example::
 
     >>> import numpy as np
-    >>> from funsor.delta import Delta
-from funsor.domains import Reals
+    >>> from funsor.domains import Reals
     >>> from funsor.terms import Variable
     >>> with compiling as interp:
     ...     x = Variable("x", Reals[2])
@@ -20,15 +21,9 @@ from funsor.domains import Reals
     array(6.)
 """
 
-import functools
-
-from funsor import ops
 from funsor.adjoint import AdjointTape
-from funsor.cnf import Contraction
-from funsor.delta import Delta
 from funsor.domains import Reals
 from funsor.gaussian import GaussianMeta
-from funsor.integrate import Integrate
 from funsor.interpretations import (
     Interpretation,
     StatefulInterpretation,
@@ -37,7 +32,7 @@ from funsor.interpretations import (
     reflect,
 )
 from funsor.interpreter import get_interpretation
-from funsor.terms import Binary, Funsor, Number, Subs, Variable
+from funsor.terms import Funsor, Subs, Variable
 
 from ..backends import array_backend
 from ..compiler import compile_structure
@@ -46,7 +41,8 @@ from ..extra_ops import split_key
 from ..lowering import has_real_inputs
 from ..program import value_type_of
 from ..tracer import KEY_INPUT
-from .shadow import LAZY_TERMS, Segment, symbolic_patches
+from .eager_steps import sample_patterns, symbolic_patches
+from .segments import LAZY_TERMS, Segment
 
 # A jax PRNG key as a block's terms type it (the program types it exactly).
 KEY_DOMAIN = Reals[2]
@@ -58,73 +54,6 @@ def _has_real_inputs(arg):
     if isinstance(arg, tuple):
         return any(_has_real_inputs(a) for a in arg)
     return False
-
-
-def _sample_patterns(cls, args):
-    """Terms over samples (Deltas at symbolic points, see :mod:`.shadow`)
-    that funsor's eager patterns simplify only for points without real
-    inputs: substitute the points, as those patterns do."""
-    if cls is Subs and isinstance(args[0], Delta):
-        return _delta_at_its_points(*args)
-    if cls is Integrate:
-        return _integrate_sample(*args)
-    return None
-
-
-def _sum_terms(term):
-    if (
-        isinstance(term, Contraction)
-        and term.bin_op is ops.add
-        and not term.reduced_vars
-    ):
-        return term.terms
-    if isinstance(term, Binary) and term.op is ops.add:
-        return _sum_terms(term.lhs) + _sum_terms(term.rhs)
-    return (term,)
-
-
-def _integrate_sample(log_measure, integrand, reduced_vars):
-    """``Integrate`` over variables a sample fixes: the integrand and the
-    rest of the measure at the sample's points, times its log densities."""
-    names = frozenset(v.name for v in reduced_vars)
-    terms = _sum_terms(log_measure)
-    subs, rest = {}, []
-    for term in terms:
-        if not isinstance(term, Delta):
-            rest.append(term)
-            continue
-        kept = []
-        for name, (point, log_density) in term.terms:
-            if name in names:
-                subs[name] = point
-                rest.append(log_density)
-            else:
-                kept.append((name, (point, log_density)))
-        if kept:
-            rest.append(Delta(tuple(kept)))
-    if not subs:
-        return None
-    measure = functools.reduce(ops.add, rest)(**subs)
-    fixed = frozenset(v for v in reduced_vars if v.name in subs)
-    return Integrate(measure, integrand(**subs), reduced_vars - fixed)
-
-
-def _delta_at_its_points(delta, subs):
-    """``delta(**subs)`` where each substituted value is the very point of
-    its Delta term (funsor's own substitution wants such points free of real
-    inputs; a sample's points are functions of the block's real inputs)."""
-    subs = dict(subs)
-    kept, log_density = [], Number(0.0)
-    for name, (point, term_log_density) in delta.terms:
-        if name not in subs:
-            kept.append((name, (point, term_log_density)))
-        elif subs[name] is point:
-            log_density = log_density + term_log_density
-        else:
-            return None
-    if not kept:
-        return log_density
-    return Delta(tuple(kept)) + log_density
 
 
 class Recording:
@@ -183,7 +112,7 @@ class ConcreteValueGuard:
     there are about argument types or ambiguous truth values), and so does
     ``.data`` of a funsor without an array (:class:`SymbolicDataError`). A
     Gaussian built from symbolic arrays raises :class:`NeedsEagerValues`;
-    sampling and the adjoint tape run as segments (:mod:`.shadow`)."""
+    sampling and the adjoint tape run as segments (:mod:`.eager_steps`)."""
 
     METHODS = ("__float__", "__int__", "__index__", "__bool__", "item")
     _depth = 0
@@ -312,7 +241,7 @@ class CompilingInterpretation(Interpretation):
     def _interpret(self, cls, *args):
         if any(_has_real_inputs(arg) for arg in args):
             self.recording.normalized += 1
-            result = _sample_patterns(cls, args)
+            result = sample_patterns(cls, args)
             if result is not None:
                 return result
             if cls is Subs:

@@ -1,8 +1,10 @@
-"""Sampling and the adjoint tape inside a compiling block.
+"""Segments: funsor code that runs on concrete arrays only, inside a
+compiling block.
 
 funsor 0.4.8 samples (``Funsor.sample``, which ``MonteCarlo`` calls) and
 runs its adjoint tape on concrete arrays only. Inside a ``with compiling:``
-block such a step runs as a :class:`Segment`:
+block such a step runs as a :class:`Segment` (:mod:`.eager_steps` hooks
+the steps in):
 
 1. the symbolic terms it needs are evaluated on example arrays, with the
    tracer recording every op (their *shadows*); funsor's own code then runs
@@ -23,19 +25,22 @@ values). Example::
     >>> import numpy as np
     >>> from funsor import ops
     >>> from funsor.domains import Bint, Reals
+    >>> from funsor.integrate import Integrate
     >>> from funsor.montecarlo import MonteCarlo
     >>> from funsor.terms import Variable
     >>> from funsor_lowering import compiling
     >>> with compiling as interp:
-    ...     logits = Variable("logits", Reals[3])["k"]
-    ...     with MonteCarlo(particle=Bint[5]):
-    ...         draws = logits.sample("k", logits.inputs.copy())
+    ...     f = Variable("logits", Reals[3])["k"]
+    ...     with MonteCarlo(particle=Bint[4]):  # f[k] for k ~ softmax(f)
+    ...         draws = Integrate(f - f.reduce(ops.logaddexp, "k"), f, "k")
     >>> print(dict(draws.inputs))
-    {'logits': Reals[3], 'k': Bint[3]}
+    {'logits': Reals[3], 'particle': Bint[4]}
+    >>> interp.compile(draws)(logits=np.array([0.0, 0.0, 50.0]))  # k = 2, surely
+    array([50., 50., 50., 50.])
 """
 
 import weakref
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from contextlib import contextmanager
 
 import funsor.adjoint
@@ -44,7 +49,6 @@ import numpy as np
 from funsor import ops
 from funsor.adjoint import AdjointTape
 from funsor.cnf import Contraction
-from funsor.delta import Delta
 from funsor.domains import Array, find_domain
 from funsor.gaussian import Gaussian
 from funsor.integrate import Integrate
@@ -72,13 +76,12 @@ from funsor.terms import (
     Slice,
     Subs,
     Variable,
-    to_funsor,
 )
 from funsor.typing import get_origin
 
 from ..backends import array_backend
 from ..errors import NeedsEagerValues
-from ..program import OpProgram, map_leaves, value_type_of
+from ..program import OpProgram, iter_leaves, map_leaves, value_type_of
 from ..tracer import (
     KeySource,
     Node,
@@ -185,11 +188,12 @@ class Segment:
             *programs, self.backend
         ):
             raise _depends_on_values()
-        args = list(self.inputs)
-        if keyed:
+        program, used = _used_inputs_only(programs[0])
+        args = [self.inputs[k] for k in used if k < len(self.inputs)]
+        if keyed and len(self.inputs) in used:
             args.append(self.recording.next_key())
         domains = [_positional_domain(leaf) for leaf in leaves[0]]
-        segment = SegmentProgram(programs[0], domains)
+        segment = SegmentProgram(program, domains)
         terms = {}
         for k, leaf in enumerate(leaves[0]):
             term = Finitary(SegmentOutputOp(segment=segment, index=k), tuple(args))
@@ -197,6 +201,38 @@ class Segment:
                 term = term[Variable(name, domain)]
             terms[id(leaf)] = term
         return map_leaves(lambda value: _rebuild(value, terms), results[0])
+
+
+def _used_inputs_only(program):
+    """``program`` without the inputs no output depends on, and the
+    positions of those it keeps."""
+    first_op = len(program.constants) + len(program.input_types)
+    needed, stack = set(), list(iter_leaves(program.output))
+    while stack:
+        value = stack.pop()
+        if value not in needed:
+            needed.add(value)
+            if value >= first_op:
+                stack.extend(program.operations[value - first_op].args)
+    n_constants = len(program.constants)
+    used = [k for k in range(len(program.input_types)) if n_constants + k in needed]
+    if len(used) == len(program.input_types):
+        return program, used
+    number = list(range(n_constants))
+    number += [
+        n_constants + used.index(k) if k in used else None
+        for k in range(len(program.input_types))
+    ]
+    number += [n_constants + len(used) + i for i in range(len(program.operations))]
+    names = list(program.input_types)
+    return OpProgram(
+        program.constants,
+        {names[k]: program.input_types[names[k]] for k in used},
+        [o.replace(args=tuple(number[a] for a in o.args)) for o in program.operations],
+        map_leaves(lambda n: number[n], program.output),
+        value_types=program._operation_types,
+        backend=program.backend,
+    ), used
 
 
 class World:
@@ -463,148 +499,6 @@ def _depends_on_values():
     )
 
 
-# ------------------------------------------------------------------ sampling
-def symbolic_sample(self, sampled_vars, sample_inputs=None, rng_key=None):
-    """``Funsor.sample`` in a compiling block: a segment that samples the
-    shadow of ``self``; its free real inputs are the segment's inputs."""
-    if Segment.running:  # a shadow samples as funsor does
-        return ORIGINAL_SAMPLE(self, sampled_vars, sample_inputs, rng_key)
-    sampled = frozenset(
-        v.name for v in funsor.terms._convert_reduced_vars(sampled_vars, self.inputs)
-    )
-    if (sampled - _sampled_names(self)).isdisjoint(self.inputs):
-        return self  # nothing left to sample (funsor's sign to stop)
-    from .compiling import current_recording
-
-    params = {k for k, d in self.inputs.items() if d.dtype == "real"} - sampled
-    segment = Segment(params, current_recording())
-
-    def draw(world):
-        shadow = world.shadow(self)
-        sample = ORIGINAL_SAMPLE(shadow, sampled, sample_inputs, rng_key)
-        return None if sample is shadow else sample
-
-    samples = segment.run(draw)
-    if samples[0] is None and samples[1] is None:
-        return self  # nothing left to sample (funsor's sign to stop)
-    return segment.embed(samples)
-
-
-def _sampled_names(term):
-    """Names a sample already fixes: those of its Delta terms."""
-    if isinstance(term, Delta):
-        return frozenset(term.fresh)
-    if isinstance(term, Contraction) and term.bin_op is ops.add:
-        return frozenset().union(*map(_sampled_names, term.terms))
-    if isinstance(term, Binary) and term.op is ops.add:
-        return _sampled_names(term.lhs) | _sampled_names(term.rhs)
-    return frozenset()
-
-
-ORIGINAL_SAMPLE = Funsor.__dict__["sample"]
-
-
-# ------------------------------------------------------------- adjoint tape
-class TapeEntry:
-    """A step the symbolic tape saw: ``cls(*args)`` or the reinterpretation
-    of ``args[0]`` (``forward_backward``), and its symbolic result."""
-
-    __slots__ = ("cls", "args", "result")
-
-    def __init__(self, cls, args, result):
-        self.cls, self.args, self.result = cls, args, result
-
-
-def tape_enter(tape):
-    """``AdjointTape.__enter__`` in a compiling block: record symbolically."""
-    if Segment.running:
-        return ORIGINAL_TAPE_ENTER(tape)
-    tape.symbolic_entries = []
-    return ORIGINAL_TAPE_ENTER(tape)
-
-
-def tape_interpret(tape, cls, *args):
-    entries = getattr(tape, "symbolic_entries", None)
-    if entries is None:
-        return ORIGINAL_TAPE_INTERPRET(tape, cls, *args)
-    with pushed(tape._old_interpretation):
-        result = cls(*args)
-    entries.append(TapeEntry(cls, args, result))
-    return result
-
-
-def tape_stack_reinterpret(x):
-    """``funsor.adjoint.stack_reinterpret`` (``forward_backward``'s) while a
-    symbolic tape is on top: one entry for the whole expression."""
-    tape = get_interpretation().subinterpretations[0]
-    entries = getattr(tape, "symbolic_entries", None)
-    if entries is None or Segment.running:
-        return ORIGINAL_STACK_REINTERPRET(x)
-    with pushed(tape._old_interpretation):
-        result = ORIGINAL_STACK_REINTERPRET(x)
-    entries.append(TapeEntry(None, (x,), result))
-    return result
-
-
-def tape_adjoint(tape, sum_op, bin_op, root, targets=None, *, batch_vars=frozenset()):
-    """``AdjointTape.adjoint`` of a symbolic tape: a segment that replays
-    the tape on shadows under funsor's own tape, then takes its adjoint."""
-    entries = getattr(tape, "symbolic_entries", None)
-    if entries is None:
-        return ORIGINAL_TAPE_ADJOINT(
-            tape, sum_op, bin_op, root, targets, batch_vars=batch_vars
-        )
-    from .compiling import current_recording
-
-    params = {k for k, d in root.inputs.items() if d.dtype == "real"}
-    segment = Segment(params, current_recording())
-
-    def replay(world):
-        real_tape = AdjointTape()
-        ORIGINAL_TAPE_ENTER(real_tape)
-        try:
-            for entry in entries:
-                args = world.shadow(entry.args)
-                if entry.cls is None:
-                    value = ORIGINAL_STACK_REINTERPRET(args[0])
-                else:
-                    value = entry.cls(*args)
-                world.remember(entry.result, value)
-        finally:
-            real_tape.__exit__(None, None, None)
-        eager_targets = None if targets is None else world.shadow(tuple(targets))
-        adjoints = real_tape.adjoint(
-            sum_op,
-            bin_op,
-            world.shadow(root),
-            eager_targets,
-            batch_vars=world.shadow(frozenset(batch_vars)),
-        )
-        if targets is not None:
-            return [adjoints[t] for t in eager_targets]
-        # keys: the block's terms (funsor's own intermediate lazy terms name
-        # none of them and are left out)
-        keys = {k: _unshadow(world, k) for k in adjoints}
-        return {keys[k]: v for k, v in adjoints.items() if keys[k] is not None}
-
-    values = segment.embed(segment.run(replay))
-    if targets is not None:
-        return dict(zip(targets, values))
-    zero = to_funsor(ops.UNITS[sum_op])
-    result = defaultdict(lambda: zero)
-    result.update(values)
-    return result
-
-
-def _unshadow(world, key):
-    """The block's term whose shadow ``key`` is, or ``None``. funsor's tape
-    keys lazy terms by a copy with fresh bound names: matched up to them."""
-    term = world.inverse.get(id(key))
-    if term is None and isinstance(key, Funsor):
-        term = world.by_structure.get(_structure(key))
-    return term
-
-
 def _structure(term):
     """A hashable form of a lazy term over shadows, up to bound names."""
     if isinstance(term, Tensor):
@@ -621,24 +515,6 @@ def _structure(term):
     if isinstance(term, str):
         return _unbound(term)
     return term
-
-
-ORIGINAL_TAPE_ENTER = AdjointTape.__dict__["__enter__"]
-ORIGINAL_TAPE_INTERPRET = AdjointTape.__dict__["interpret"]
-ORIGINAL_TAPE_ADJOINT = AdjointTape.__dict__["adjoint"]
-ORIGINAL_STACK_REINTERPRET = funsor.interpreter.stack_reinterpret
-
-
-def symbolic_patches():
-    """(owner, attribute, replacement) installed while a compiling block is
-    open: sampling and the adjoint tape run as segments."""
-    return [
-        (Funsor, "sample", symbolic_sample),
-        (AdjointTape, "__enter__", tape_enter),
-        (AdjointTape, "interpret", tape_interpret),
-        (AdjointTape, "adjoint", tape_adjoint),
-        (funsor.adjoint, "stack_reinterpret", tape_stack_reinterpret),
-    ]
 
 
 # ------------------------------------------------------------------ inlining
@@ -695,9 +571,10 @@ def inline_segments(program):
 
 
 __all__ = [
+    "LAZY_TERMS",
     "Segment",
     "SegmentOutputOp",
     "inline_segments",
+    "pushed",
     "segment_output",
-    "symbolic_patches",
 ]
