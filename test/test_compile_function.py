@@ -63,13 +63,17 @@ def _layout(value, symbolic):
 
 
 def check_function(fn, rtol=1e-5, **domains):
+    """``fn`` compiled by compile_function and in a ``with compiling:``
+    block, each checked three ways against funsor's eager result."""
     program = compile_function(fn, **domains)
-    with compiling:
+    with compiling as interp:
         symbolic = fn(**{k: Variable(k, d) for k, d in domains.items()})
+    block_program = interp.compile(symbolic, inputs=domains)
     arrays = random_arrays(domains)
     expected = eager_reference(fn, arrays, symbolic)
-    for actual in run_three_ways(program, arrays):
-        assert_matches(actual, expected, rtol=rtol, atol=1e-5)
+    for compiled in (program, block_program):
+        for actual in run_three_ways(compiled, arrays):
+            assert_matches(actual, expected, rtol=rtol, atol=1e-5)
     return program
 
 

@@ -16,7 +16,7 @@ from funsor.domains import Bint, Real, Reals
 from funsor.tensor import Tensor
 from funsor.terms import Variable
 
-from funsor_lowering import compile_function, trace_function
+from funsor_lowering import compile_function, compiling, trace_function
 from funsor_lowering.tracer import RANDOM_OPS
 
 from .helpers import (
@@ -108,10 +108,17 @@ CASES = {
 }
 
 
+def compile_in_block(fn, **domains):
+    with compiling as interp:
+        result = fn(**{k: Variable(k, d) for k, d in domains.items()})
+    return interp.compile(result, inputs=domains)
+
+
+@pytest.mark.parametrize("route", [compile_function, compile_in_block])
 @pytest.mark.parametrize("name", CASES)
-def test_log_prob_compiles(name):
+def test_log_prob_compiles(name, route):
     model, domains, make_arrays = CASES[name]
-    program = compile_function(model, **domains)
+    program = route(model, **domains)
     symbolic = model(**{k: Variable(k, d) for k, d in domains.items()})
     arrays = make_arrays()
     expected = data_of(evaluate(symbolic, arrays))
