@@ -7,7 +7,10 @@ eagerly on Tensors of fresh arrays. Draws must stay live: two calls differ,
 and their statistics match the distribution and funsor's eager draws."""
 
 import importlib
+import os
 import pickle
+import subprocess
+import sys
 import warnings
 from collections import OrderedDict
 
@@ -175,6 +178,15 @@ def test_backward_is_keyed_by_the_blocks_terms():
 def _lazy_log_z(*factors):
     with reflect:
         return sum_product(ops.logaddexp, ops.add, list(factors), frozenset("xy"))
+
+
+def test_a_tapes_adjoint_after_its_block_is_refused():
+    with compiling:
+        factor = Variable("f", Reals[2])["x"]
+        with AdjointTape() as tape:
+            log_z = factor.reduce(ops.logaddexp, "x")
+    with pytest.raises(NotImplementedError, match="inside that block"):
+        tape.adjoint(ops.logaddexp, ops.add, log_z, (factor,))
 
 
 def test_a_tape_entered_outside_a_block_is_refused():
@@ -468,3 +480,38 @@ def test_bint_delta_lowers_to_its_log_indicator():
     reference = to_numpy(expected.align(order).data)
     assert np.array_equal(finite, np.isfinite(reference))
     assert_matches(actual[finite], reference[finite])
+
+
+def test_block_programs_run_in_a_fresh_process(tmp_path):
+    # a sampler and an adjoint compiled in a block hold no funsor terms
+    def fn(logits, g, h):
+        _, marginals = lazy_forward_backward(logits, g, h)
+        return categorical_expectation(logits)["mean"], marginals
+
+    domains = {"logits": Reals[2], "g": Reals[2, 3], "h": Reals[3, 4]}
+    program = compile_in_block(fn, **domains)
+    arrays = random_arrays(domains)
+    if BACKEND == "jax":
+        import jax
+
+        arrays["rng_key"] = jax.random.PRNGKey(0)
+    (tmp_path / "program.pkl").write_bytes(pickle.dumps((program, arrays)))
+    script = (
+        "import pickle, sys\n"
+        "program, arrays = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+        "result = program(**arrays)\n"
+        "pickle.dump(result, open(sys.argv[2], 'wb'))\n"
+        "assert 'funsor_lowering.interpretations' not in sys.modules\n"
+    )
+    env = dict(os.environ)
+    env.pop("FUNSOR_BACKEND", None)  # the program sets up its own backend
+    subprocess.run(
+        [sys.executable, "-c", script, tmp_path / "program.pkl", tmp_path / "out.pkl"],
+        check=True,
+        env=env,
+        timeout=300,
+    )
+    mean, marginals = pickle.loads((tmp_path / "out.pkl").read_bytes())
+    expected_mean, expected_marginals = program(**arrays)
+    assert to_numpy(mean).shape == ()  # a fresh Monte Carlo estimate
+    assert_matches(marginals, expected_marginals)

@@ -165,20 +165,19 @@ class TapeEntry:
 
 
 def tape_enter(tape):
-    """``AdjointTape.__enter__`` in a compiling block: record symbolically."""
-    if Segment.running:
-        return ORIGINAL_TAPE_ENTER(tape)
-    tape.symbolic_entries = []
+    """``AdjointTape.__enter__`` in a compiling block: the tape records the
+    calls it sees symbolically (its own ``interpret`` and ``adjoint``)."""
+    if not Segment.running:
+        tape.symbolic_entries = []
+        tape.interpret = functools.partial(_tape_interpret, tape)
+        tape.adjoint = functools.partial(_tape_adjoint, tape)
     return ORIGINAL_TAPE_ENTER(tape)
 
 
-def tape_interpret(tape, cls, *args):
-    entries = getattr(tape, "symbolic_entries", None)
-    if entries is None:
-        return ORIGINAL_TAPE_INTERPRET(tape, cls, *args)
+def _tape_interpret(tape, cls, *args):
     with pushed(tape._old_interpretation):
         result = cls(*args)
-    entries.append(TapeEntry(cls, args, result))
+    tape.symbolic_entries.append(TapeEntry(cls, args, result))
     return result
 
 
@@ -195,16 +194,17 @@ def tape_stack_reinterpret(x):
     return result
 
 
-def tape_adjoint(tape, sum_op, bin_op, root, targets=None, *, batch_vars=frozenset()):
+def _tape_adjoint(tape, sum_op, bin_op, root, targets=None, *, batch_vars=frozenset()):
     """``AdjointTape.adjoint`` of a symbolic tape: a segment that replays
     the tape on shadows under funsor's own tape, then takes its adjoint."""
-    entries = getattr(tape, "symbolic_entries", None)
-    if entries is None:
-        return ORIGINAL_TAPE_ADJOINT(
-            tape, sum_op, bin_op, root, targets, batch_vars=batch_vars
-        )
-    from .compiling import current_recording
+    from .compiling import CompilingInterpretation, current_recording
 
+    if not CompilingInterpretation._active:
+        raise NotImplementedError(
+            "this AdjointTape recorded symbolic terms in a compiling block: "
+            "call its adjoint inside that block"
+        )
+    entries = tape.symbolic_entries
     params = {k for k, d in root.inputs.items() if d.dtype == "real"}
     segment = Segment(params, current_recording())
 
@@ -255,8 +255,6 @@ def _unshadow(world, key):
 
 
 ORIGINAL_TAPE_ENTER = AdjointTape.__dict__["__enter__"]
-ORIGINAL_TAPE_INTERPRET = AdjointTape.__dict__["interpret"]
-ORIGINAL_TAPE_ADJOINT = AdjointTape.__dict__["adjoint"]
 ORIGINAL_STACK_REINTERPRET = funsor.interpreter.stack_reinterpret
 
 
@@ -266,8 +264,6 @@ def symbolic_patches():
     return [
         (Funsor, "sample", symbolic_sample),
         (AdjointTape, "__enter__", tape_enter),
-        (AdjointTape, "interpret", tape_interpret),
-        (AdjointTape, "adjoint", tape_adjoint),
         (funsor.adjoint, "stack_reinterpret", tape_stack_reinterpret),
     ]
 

@@ -403,13 +403,10 @@ def _is_structure(term):
 def _unrenamed(term):
     """``term`` with funsor's fresh names of bound variables (``x__BOUND_3``)
     back to their own, and the renaming that restores them."""
-    renames = {
-        name.split("__BOUND")[0]: Variable(name, domain)
-        for name, domain in term.inputs.items()
-        if "__BOUND" in name
-    }
-    if not renames:
-        return term, {}
+    bound = [name for name in term.inputs if "__BOUND" in name]
+    renames = {_unbound(name): Variable(name, term.inputs[name]) for name in bound}
+    if not renames or len(renames) < len(bound) or set(renames) & set(term.inputs):
+        return term, {}  # nothing to rename, or names that would collide
     names = {v.name: k for k, v in renames.items()}
     return _rename(term, names), renames
 
