@@ -41,7 +41,12 @@ from ..extra_ops import split_key
 from ..lowering import has_real_inputs
 from ..program import value_type_of
 from ..tracer import KEY_INPUT
-from .eager_steps import sample_patterns, symbolic_patches
+from .eager_steps import (
+    TapeEntry,
+    record_symbolically,
+    sample_patterns,
+    symbolic_patches,
+)
 from .segments import LAZY_TERMS, Segment
 
 # A jax PRNG key as a block's terms type it (the program types it exactly).
@@ -204,7 +209,7 @@ class CompilingInterpretation(Interpretation):
     def __init__(self, name="compiling"):
         super().__init__(name)
         self.recording = Recording()
-        self._outer = ()
+        self._outer = self._outer_tapes = ()
 
     _active = []  # the open blocks, innermost last
 
@@ -213,7 +218,11 @@ class CompilingInterpretation(Interpretation):
             # funsor re-enters the active interpretation (substitute does):
             # only an outermost block starts a fresh recording
             self.recording = Recording()
-            self._outer = _outer_interpretations(get_interpretation())
+            self._outer, self._outer_tapes = _outer_interpretations(
+                get_interpretation()
+            )
+            for tape in self._outer_tapes:
+                record_symbolically(tape, self.recording)
         ConcreteValueGuard.install()
         CompilingInterpretation._active.append(self)
         return super().__enter__()
@@ -230,13 +239,19 @@ class CompilingInterpretation(Interpretation):
     def interpret(self, cls, *args):
         CompilingInterpretation._depth += 1
         try:
+            result = None
             for outer in self._outer:
                 result = outer.interpret(cls, *args)
                 if result is not None:
-                    return result
-            return self._interpret(cls, *args)
+                    break
+            if result is None:
+                result = self._interpret(cls, *args)
         finally:
             CompilingInterpretation._depth -= 1
+        if not CompilingInterpretation._depth:  # a call of user code
+            for tape in self._outer_tapes:
+                tape.symbolic_entries.append(TapeEntry(cls, args, result))
+        return result
 
     def _interpret(self, cls, *args):
         if any(_has_real_inputs(arg) for arg in args):
@@ -283,17 +298,13 @@ class CompilingInterpretation(Interpretation):
 
 
 def _outer_interpretations(interp):
-    """The stateful interpretations (``MonteCarlo`` ...) active where a
-    block opens: they keep applying inside it, as they would to eager code
-    (funsor's default ``eager`` / ``normalize`` are the block's own). An
-    ``AdjointTape`` there would not see the block's terms: refused."""
+    """The stateful interpretations (``MonteCarlo`` ...) and the adjoint
+    tapes active where a block opens: they keep applying inside it, as they
+    would to eager code (funsor's default ``eager`` / ``normalize`` are the
+    block's own); a tape records the block's calls symbolically."""
     subs = interp.subinterpretations
-    if any(isinstance(s, AdjointTape) for s in subs):
-        raise NotImplementedError(
-            "an AdjointTape entered outside a compiling block does not see the "
-            "terms the block builds; enter the tape inside the block"
-        )
-    return tuple(s for s in subs if isinstance(s, StatefulInterpretation))
+    stateful = tuple(s for s in subs if isinstance(s, StatefulInterpretation))
+    return stateful, tuple(s for s in subs if isinstance(s, AdjointTape))
 
 
 def _recording_reflect(cls, *args):

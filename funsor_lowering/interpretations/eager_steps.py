@@ -166,12 +166,23 @@ class TapeEntry:
 
 def tape_enter(tape):
     """``AdjointTape.__enter__`` in a compiling block: the tape records the
-    calls it sees symbolically (its own ``interpret`` and ``adjoint``)."""
+    calls it sees symbolically."""
     if not Segment.running:
+        from .compiling import current_recording
+
+        record_symbolically(tape, current_recording())
+    return ORIGINAL_TAPE_ENTER(tape)
+
+
+def record_symbolically(tape, recording):
+    """Make ``tape`` record symbolic calls of a block (whose ``recording``
+    its adjoint's segment uses), with its own ``interpret`` and ``adjoint``.
+    A tape entered outside the block gets the block's calls from it."""
+    if getattr(tape, "symbolic_entries", None) is None:
         tape.symbolic_entries = []
+        tape.recording = recording
         tape.interpret = functools.partial(_tape_interpret, tape)
         tape.adjoint = functools.partial(_tape_adjoint, tape)
-    return ORIGINAL_TAPE_ENTER(tape)
 
 
 def _tape_interpret(tape, cls, *args):
@@ -197,16 +208,9 @@ def tape_stack_reinterpret(x):
 def _tape_adjoint(tape, sum_op, bin_op, root, targets=None, *, batch_vars=frozenset()):
     """``AdjointTape.adjoint`` of a symbolic tape: a segment that replays
     the tape on shadows under funsor's own tape, then takes its adjoint."""
-    from .compiling import CompilingInterpretation, current_recording
-
-    if not CompilingInterpretation._active:
-        raise NotImplementedError(
-            "this AdjointTape recorded symbolic terms in a compiling block: "
-            "call its adjoint inside that block"
-        )
     entries = tape.symbolic_entries
     params = {k for k, d in root.inputs.items() if d.dtype == "real"}
-    segment = Segment(params, current_recording())
+    segment = Segment(params, tape.recording)
 
     def replay(world):
         real_tape = AdjointTape()
@@ -268,4 +272,10 @@ def symbolic_patches():
     ]
 
 
-__all__ = ["sample_patterns", "symbolic_patches", "symbolic_sample"]
+__all__ = [
+    "TapeEntry",
+    "record_symbolically",
+    "sample_patterns",
+    "symbolic_patches",
+    "symbolic_sample",
+]

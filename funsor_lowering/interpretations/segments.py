@@ -55,6 +55,7 @@ from funsor.integrate import Integrate
 from funsor.interpretations import (
     Memoize,
     PrioritizedInterpretation,
+    StatefulInterpretation,
     reflect,
 )
 from funsor.interpreter import (
@@ -364,21 +365,18 @@ def pushed(interp):
 
 
 def shadow_interpretation(interp):
-    """The interpretation shadows are evaluated under: the block's stack
-    with compiling replaced by the tracer's (``MonteCarlo`` and the like
-    stay; ``memoize`` and symbolic tapes go)."""
+    """The interpretation shadows are evaluated under: the tracer's, under
+    the stateful interpretations (``MonteCarlo`` ...) in effect, including
+    those a compiling block applies from outside it."""
     from .compiling import CompilingInterpretation
 
     subs = []
     for sub in _flatten(interp):
         if isinstance(sub, CompilingInterpretation):
-            subs.append(TracingInterpretation())
-        elif not isinstance(sub, AdjointTape):
+            subs.extend(sub._outer)
+        elif isinstance(sub, StatefulInterpretation):
             subs.append(sub)
-        if subs and subs[-1].is_total:
-            break
-    if not subs or not subs[-1].is_total:
-        subs.append(TracingInterpretation())
+    subs.append(TracingInterpretation())
     return subs[0] if len(subs) == 1 else PrioritizedInterpretation(*subs)
 
 
