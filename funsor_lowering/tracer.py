@@ -485,11 +485,10 @@ KEY_INPUT = "rng_key"
 def trace_on_examples(fn, domains):
     """``compile_function``'s route for code a compiling block cannot hold
     symbolically (Gaussians built from its keywords): ``fn`` runs eagerly on
-    ``Tensor`` s
-    of example arrays (one per real-valued keyword; ``Bint`` keywords stay
-    ``Variable`` s) while every op is recorded. Results are funsor's eager
-    ones, laid out as their ``.data``. On jax, a program that samples takes
-    an ``rng_key`` input, which draws given no key split.
+    ``Tensor`` s of example arrays (one per real-valued keyword; ``Bint``
+    keywords stay ``Variable`` s) while every op is recorded. Results are
+    funsor's eager ones, laid out as their ``.data``. On jax, a program that
+    samples takes an ``rng_key`` input, which draws given no key split.
 
     Example::
 
