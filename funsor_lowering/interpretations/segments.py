@@ -47,7 +47,6 @@ import funsor.adjoint
 import funsor.interpreter
 import numpy as np
 from funsor import ops
-from funsor.adjoint import AdjointTape
 from funsor.cnf import Contraction
 from funsor.domains import Array, find_domain
 from funsor.gaussian import Gaussian
