@@ -204,6 +204,22 @@ def test_a_tape_entered_outside_a_block_records_it():
     assert_matches(program(**arrays), expected, rtol=1e-4, atol=1e-5)
 
 
+def test_a_tapes_adjoint_taken_after_its_block():
+    with compiling as interp:
+        f, g = Variable("f", Reals[2])["x"], Variable("g", Reals[2])["x"]
+        with AdjointTape() as tape:
+            log_z = (f + g).reduce(ops.logaddexp, "x")
+    message = tape.adjoint(ops.logaddexp, ops.add, log_z, (f,))[f]
+    program = interp.compile(message)
+    arrays = random_arrays({"f": Reals[2], "g": Reals[2]})
+    f_, g_ = Tensor(arrays["f"])["x"], Tensor(arrays["g"])["x"]
+    with AdjointTape() as eager_tape:
+        eager_log_z = (f_ + g_).reduce(ops.logaddexp, "x")
+    expected = eager_tape.adjoint(ops.logaddexp, ops.add, eager_log_z, (f_,))[f_]
+    assert program.inputs == ("g",)  # f's backward message is g
+    assert_matches(program(g=arrays["g"]), expected.data)
+
+
 def test_memoize_entered_outside_a_block():
     with memoize():
         program = compile_in_block(memoized_marginals, f=Reals[3], g=Reals[3, 2])
