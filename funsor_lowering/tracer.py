@@ -528,9 +528,7 @@ def trace_on_examples(fn, domains):
     first, second = (
         _trace_examples(run, backend, domains, seed, sources) for seed in (0, 1)
     )
-    if first.operations != second.operations or not _same_constants(
-        first, second, backend
-    ):
+    if not same_program(first, second, backend):
         raise UntracedValueError(
             "compile_function traced the function on two sets of example "
             "arrays and got different programs: its results depend on input "
@@ -553,6 +551,14 @@ def _trace_examples(run, backend, domains, seed, sources):
         if sources[-1].used:
             return program
     return trace_function(run, arrays, allow_constants=True)
+
+
+def same_program(first, second, backend):
+    """Whether two recordings (of one function on different example arrays)
+    are the same program: equal operations and equal constants."""
+    return first.operations == second.operations and _same_constants(
+        first, second, backend
+    )
 
 
 def _same_constants(first, second, backend):

@@ -89,7 +89,7 @@ from ..tracer import (
     TracingInterpretation,
     UntracedValueError,
     _build_program,
-    _same_constants,
+    same_program,
     tracing_patches,
 )
 
@@ -184,9 +184,7 @@ class Segment:
             raise _depends_on_values()
         keyed = any(world.keys.used for world in self.worlds)
         programs = [w.program(leaf, keyed) for w, leaf in zip(self.worlds, leaves)]
-        if programs[0].operations != programs[1].operations or not _same_constants(
-            *programs, self.backend
-        ):
+        if not same_program(*programs, self.backend):
             raise _depends_on_values()
         program, used = _used_inputs_only(programs[0])
         args = [self.inputs[k] for k in used if k < len(self.inputs)]
