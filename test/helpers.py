@@ -1,6 +1,9 @@
 """Differential checks: compiled programs against funsor's eager evaluation."""
 
+import os
 import pickle
+import subprocess
+import sys
 
 import funsor
 import numpy as np
@@ -156,3 +159,25 @@ def assert_is_lowered(lowered):
             stack.extend(args)
         elif isinstance(term, Tuple):
             stack.extend(term.args)
+
+
+def run_in_fresh_process(program, arrays, tmp_path, absent_module):
+    """``program(**arrays)`` run in a fresh Python process from its pickle,
+    checking there that ``absent_module`` was never imported."""
+    (tmp_path / "program.pkl").write_bytes(pickle.dumps((program, arrays)))
+    script = (
+        "import pickle, sys\n"
+        "program, arrays = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+        "result = program(**arrays)\n"
+        "pickle.dump(result, open(sys.argv[2], 'wb'))\n"
+        f"assert {absent_module!r} not in sys.modules, 'imported {absent_module}'\n"
+    )
+    env = dict(os.environ)
+    env.pop("FUNSOR_BACKEND", None)  # the program sets up its own backend
+    subprocess.run(
+        [sys.executable, "-c", script, tmp_path / "program.pkl", tmp_path / "out.pkl"],
+        check=True,
+        env=env,
+        timeout=300,
+    )
+    return pickle.loads((tmp_path / "out.pkl").read_bytes())

@@ -3,11 +3,6 @@ sum_product family, memoize; nested outputs; pickling into a fresh process;
 a clear error for code that needs concrete values. References: the same
 function run by funsor eagerly on Tensors of the same arrays."""
 
-import os
-import pickle
-import subprocess
-import sys
-
 import funsor
 import pytest
 from funsor import ops
@@ -28,7 +23,14 @@ from funsor.terms import Funsor, Tuple, Variable
 
 from funsor_lowering import compile_function, compiling
 
-from .helpers import assert_matches, data_of, evaluate, random_arrays, run_three_ways
+from .helpers import (
+    assert_matches,
+    data_of,
+    evaluate,
+    random_arrays,
+    run_in_fresh_process,
+    run_three_ways,
+)
 
 
 def eager_reference(fn, arrays, symbolic):
@@ -226,23 +228,7 @@ def test_memoize_composes():
 def test_pickled_program_runs_in_a_fresh_process(tmp_path):
     program = compile_function(plated_sum_product(frozenset("xyz")), **FACTOR_DOMAINS)
     arrays = random_arrays(FACTOR_DOMAINS)
-    (tmp_path / "program.pkl").write_bytes(pickle.dumps((program, arrays)))
-    script = (
-        "import pickle, sys\n"
-        "program, arrays = pickle.loads(open(sys.argv[1], 'rb').read())\n"
-        "result = program(**arrays)\n"
-        "pickle.dump(result, open(sys.argv[2], 'wb'))\n"
-        "assert 'funsor_lowering.rules' not in sys.modules, 'lowering was imported'\n"
-    )
-    env = dict(os.environ)
-    env.pop("FUNSOR_BACKEND", None)  # the program sets up its own backend
-    subprocess.run(
-        [sys.executable, "-c", script, tmp_path / "program.pkl", tmp_path / "out.pkl"],
-        check=True,
-        env=env,
-        timeout=300,
-    )
-    result = pickle.loads((tmp_path / "out.pkl").read_bytes())
+    result = run_in_fresh_process(program, arrays, tmp_path, "funsor_lowering.rules")
     assert_matches(result, program(**arrays))
 
 

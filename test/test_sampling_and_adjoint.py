@@ -7,10 +7,7 @@ eagerly on Tensors of fresh arrays. Draws must stay live: two calls differ,
 and their statistics match the distribution and funsor's eager draws."""
 
 import importlib
-import os
 import pickle
-import subprocess
-import sys
 import warnings
 from collections import OrderedDict
 
@@ -38,7 +35,14 @@ from funsor_lowering.interpretations.compiling import current_recording
 from funsor_lowering.interpretations.segments import Segment
 from funsor_lowering.tracer import RANDOM_OPS, UntracedValueError, trace_on_examples
 
-from .helpers import assert_matches, from_numpy, random_arrays, run_three_ways, to_numpy
+from .helpers import (
+    assert_matches,
+    from_numpy,
+    random_arrays,
+    run_in_fresh_process,
+    run_three_ways,
+    to_numpy,
+)
 
 BACKEND = funsor.get_backend()
 
@@ -527,23 +531,9 @@ def test_block_programs_run_in_a_fresh_process(tmp_path):
         import jax
 
         arrays["rng_key"] = jax.random.PRNGKey(0)
-    (tmp_path / "program.pkl").write_bytes(pickle.dumps((program, arrays)))
-    script = (
-        "import pickle, sys\n"
-        "program, arrays = pickle.loads(open(sys.argv[1], 'rb').read())\n"
-        "result = program(**arrays)\n"
-        "pickle.dump(result, open(sys.argv[2], 'wb'))\n"
-        "assert 'funsor_lowering.interpretations' not in sys.modules\n"
+    mean, marginals = run_in_fresh_process(
+        program, arrays, tmp_path, "funsor_lowering.interpretations"
     )
-    env = dict(os.environ)
-    env.pop("FUNSOR_BACKEND", None)  # the program sets up its own backend
-    subprocess.run(
-        [sys.executable, "-c", script, tmp_path / "program.pkl", tmp_path / "out.pkl"],
-        check=True,
-        env=env,
-        timeout=300,
-    )
-    mean, marginals = pickle.loads((tmp_path / "out.pkl").read_bytes())
     expected_mean, expected_marginals = program(**arrays)
     assert to_numpy(mean).shape == ()  # a fresh Monte Carlo estimate
     assert_matches(marginals, expected_marginals)
