@@ -22,14 +22,18 @@ the runtime (``program``, ``codegen``, ``backends``), not the compiler.
 
 import importlib
 
+__version__ = "0.1.0"
+
+# Public name -> the module defining it (the front end, funsor_lowering.api,
+# imports them all; unpickling a program needs only funsor_lowering.program).
 _EXPORTS = {
-    "CompilingInterpretation": ".interpretations",
-    "OpProgram": ".program",
-    "compile_function": ".compiler",
-    "compile_funsor": ".compiler",
-    "compiling": ".interpretations",
-    "lower": ".compiler",
-    "trace_function": ".tracer",
+    "CompilingInterpretation": "funsor_lowering.interpretations",
+    "OpProgram": "funsor_lowering.program",
+    "compile_function": "funsor_lowering.api",
+    "compile_funsor": "funsor_lowering.compiler",
+    "compiling": "funsor_lowering.interpretations",
+    "lower": "funsor_lowering.compiler",
+    "trace_function": "funsor_lowering.tracer",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -38,10 +42,10 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name):
     if name not in _EXPORTS:
         raise AttributeError(f"module 'funsor_lowering' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
     globals()[name] = value
     return value
 
 
 def __dir__():
-    return __all__
+    return __all__ + ["__version__"]

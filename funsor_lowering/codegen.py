@@ -20,6 +20,8 @@ Example::
 import itertools
 import linecache
 import operator
+import threading
+import weakref
 
 import numpy
 from funsor import ops
@@ -27,8 +29,8 @@ from funsor.registry import PartialDefault
 
 from . import extra_ops
 from .backends.base import python_literal
-from .naming import Namespace, is_plain_identifier
-from .program import iter_leaves, map_leaves, path_suffix
+from .naming import RESERVED, Namespace, is_plain_identifier
+from .structure import iter_leaves, map_leaves
 
 _COUNTER = itertools.count()
 
@@ -64,21 +66,105 @@ PYTHON_OPERATORS = {
 }
 
 
-def structure_source(structure, names):
-    """Source building the output nesting from value names."""
+def key_literal(key):
+    """Python source for a dict key or input name, equal to it (``str`` and
+    ``int`` subclasses such as ``numpy.str_`` or ``IntEnum`` members are
+    written as the plain value), or ``None`` where there is no literal."""
+    if type(key) in (str, int, bool) or key is None:
+        return repr(key)
+    if isinstance(key, str):
+        return repr(str(key))
+    if isinstance(key, int):
+        return repr(int(key))
+    return None
+
+
+def structure_source(structure, names, key_source=None):
+    """Source building the output nesting from value names; ``key_source``
+    gives the source of each dict key (by default its literal)."""
+    if key_source is None:
+        key_source = _required_literal
+
+    def source(item):
+        return structure_source(item, names, key_source)
+
     if isinstance(structure, tuple):
-        items = [structure_source(s, names) for s in structure]
+        items = [source(s) for s in structure]
         return f"({items[0]},)" if len(items) == 1 else "({})".format(", ".join(items))
     if isinstance(structure, list):
-        return "[{}]".format(", ".join(structure_source(s, names) for s in structure))
+        return "[{}]".format(", ".join(source(s) for s in structure))
     if isinstance(structure, dict):
-        items = []
-        for key, value in structure.items():
-            if not isinstance(key, (str, int)):
-                raise TypeError(f"output dict keys must be str or int, got {key!r}")
-            items.append(f"{key!r}: {structure_source(value, names)}")
+        items = [f"{key_source(k)}: {source(v)}" for k, v in structure.items()]
         return "{{{}}}".format(", ".join(items))
     return names[structure]
+
+
+def _required_literal(key):
+    literal = key_literal(key)
+    if literal is None:
+        raise TypeError(
+            f"cannot write the dict key {key!r} ({type(key).__name__}) as "
+            f"Python source; keys of str, int or their subclasses can be"
+        )
+    return literal
+
+
+class KeyNames:
+    """Dict keys and input names in generated code: literals where they are
+    exactly ``str`` / ``int``, else globals holding the very key object."""
+
+    def __init__(self, namespace, globals_):
+        self.namespace, self.globals = namespace, globals_
+        self.names = {}
+
+    def __call__(self, key):
+        if type(key) in (str, int, bool) or key is None:
+            return repr(key)
+        marker = (type(key), key)
+        if marker not in self.names:
+            self.names[marker] = self.namespace.create("_key")
+            self.globals[self.names[marker]] = key
+        return self.names[marker]
+
+
+# Ops whose result may share memory with their first argument (views and
+# no-op conversions): an output computed by them from a constant is copied.
+VIEW_OP_NAMES = frozenset(
+    {
+        "getitem",
+        "getslice",
+        "reshape",
+        "permute",
+        "transpose",
+        "expand",
+        "unsqueeze",
+        "squeeze",
+        "diagonal",
+        "detach",
+        "astype",
+        "contiguous",
+    }
+)
+
+
+def constant_aliases(program):
+    """Value numbers that may share memory with an array constant: the
+    constants themselves and values derived from them by ops that may
+    return views (elementwise ops allocate; unknown ops are assumed not to)."""
+    aliases = {
+        i
+        for i, c in enumerate(program.constants)
+        if hasattr(c, "shape") and not isinstance(c, numpy.generic)
+    }
+    first = program.first_operation
+    for k, operation in enumerate(program.operations):
+        op = operation.op
+        elementwise = isinstance(op, (ops.UnaryOp, ops.BinaryOp))
+        if elementwise and op.name not in VIEW_OP_NAMES:
+            continue
+        if any(a in aliases for a in operation.args):
+            aliases.add(first + k)
+    return aliases
 
 
 # Modules whose ops generated code can name: (module, name in the source).
@@ -164,17 +250,27 @@ def generate_function_source(program, name, *, standalone, resolved=None):
     else:
         lines.append(f"def {name}(**inputs):")
         for (raw, path, _), local in zip(leaves, input_names):
-            lines.append(f"    {local} = inputs[{raw!r}]{path_suffix(path)}")
+            keys = "".join(f"[{_required_literal(k)}]" for k in path)
+            lines.append(f"    {local} = inputs[{_required_literal(raw)}]{keys}")
 
     output_sources = list(names)
-    if program.backend == "numpy":
-        # numpy ops return numpy scalars for 0-d results; funsor's Tensor data
-        # (and so the program's contract) is a 0-d array.
-        types = program.value_types
-        for i in iter_leaves(program.output):
-            if i >= program.first_operation and (
-                types[i] is None or not types[i].shape
-            ):
+    types = program.value_types
+    backend = program._array_backend
+    aliases = constant_aliases(program) if backend.copy_function else ()
+    if aliases:
+        if standalone:
+            copy_name = backend.copy_source
+        else:
+            copy_name = namespace.create("_copy")
+            globals_[copy_name] = backend.copy_function
+    for i in iter_leaves(program.output):
+        if i in aliases:
+            # never hand out (a view of) the program's own constant
+            output_sources[i] = f"{copy_name}({names[i]})"
+        elif program.backend == "numpy" and i >= program.first_operation:
+            # numpy ops return numpy scalars for 0-d results; funsor's Tensor
+            # data (and so the program's contract) is a 0-d array.
+            if types[i] is None or not types[i].shape:
                 globals_.setdefault("np", numpy)
                 output_sources[i] = f"np.asarray({names[i]})"
     impl_names = {}
@@ -218,7 +314,9 @@ def generate_function_source(program, name, *, standalone, resolved=None):
         else:
             call = impl_call(operation, *resolved[k], args)
         lines.append(f"    {target} = {call}")
-    lines.append(f"    return {structure_source(program.output, output_sources)}")
+    key_source = None if standalone else KeyNames(namespace, globals_)
+    output = structure_source(program.output, output_sources, key_source)
+    lines.append(f"    return {output}")
     return "\n".join(lines), globals_
 
 
@@ -264,33 +362,37 @@ def evaluate(program, values):
     return env, resolved
 
 
-def build_callable(program, sample_inputs=None):
-    """The fast callable: generated Python taking the inputs positionally.
-    Given ``sample_inputs``, each op calls the implementation funsor's
-    dispatcher picks for the argument types those inputs produce (kept as
-    the callable's ``__resolved__``)."""
-    resolved = first_outputs = None
-    if sample_inputs is not None:
-        env, resolved = evaluate(program, sample_inputs)
-        first_outputs = outputs_of(program, env)
+def build_body(program, values):
+    """``(body, outputs)``: the generated body for the types of input
+    ``values`` (each op calling the implementation funsor's dispatch picks
+    for the argument types they produce), and the outputs of the reference
+    evaluation that resolved them."""
+    env, resolved = evaluate(program, values)
     source, globals_ = generate_function_source(
         program, "program", standalone=False, resolved=resolved
     )
-    fn = _define(source, globals_)
-    fn.__resolved__ = resolved
-    # The outputs for sample_inputs, so the call that specializes returns
-    # them instead of running the program twice (random ops draw once).
-    fn.__first_outputs__ = first_outputs
-    return fn
+    return _define(source, globals_, "program"), outputs_of(program, env)
+
+
+def build_unresolved(program):
+    """A body calling every op through funsor's dispatch (slow; its
+    traceback shows the failing operation's line)."""
+    source, globals_ = generate_function_source(program, "program", standalone=False)
+    return _define(source, globals_, "program")
 
 
 def outputs_of(program, env):
     """The program's output nesting from all its values ``env``, as the
-    generated code returns it (0-d numpy results as 0-d arrays)."""
+    generated body returns it (constants copied; 0-d numpy results as 0-d
+    arrays)."""
     types = program.value_types
+    backend = program._array_backend
+    aliases = constant_aliases(program) if backend.copy_function else ()
 
     def leaf(i):
         value = env[i]
+        if i in aliases:
+            return backend.copy_function(value)
         if program.backend == "numpy" and i >= program.first_operation:
             if types[i] is None or not types[i].shape:
                 value = numpy.asarray(value)
@@ -299,58 +401,91 @@ def outputs_of(program, env):
     return map_leaves(leaf, program.output)
 
 
-def build_guarded_callable(program, values, resolved, slow):
-    """The entry point for calls with the types, dtypes and shapes of
-    ``values``: generated code taking the keywords, checking those with
-    identity and equality tests (the guard), then running the operations with
-    the ``resolved`` implementations (see :func:`build_callable`). Any other
-    call goes to ``slow(*args, **kwargs)``, which validates and dispatches."""
-    body, globals_ = generate_function_source(
-        program, "program", standalone=False, resolved=resolved
-    )
-    header, *statements = body.splitlines()
-    names = program.value_names[len(program.constants) : program.first_operation]
-    lines = [
+def signature_source(program, keys):
+    """Statements reading a call's input arrays from ``kwargs`` into ``v0,
+    v1, ...`` and the expression of the call's signature: each array's type,
+    dtype and shape, and each nested container's length (equal lengths and
+    found keys mean no key is extra)."""
+    lines, parts, containers = [], [], {}
+    for k, (name, path, _) in enumerate(program._input_leaves):
+        source = f"kwargs[{keys(name)}]"
+        for depth, key in enumerate(path):
+            prefix = (name,) + path[:depth]
+            if prefix not in containers:
+                containers[prefix] = f"n{len(containers)}"
+                lines.append(f"{containers[prefix]} = {source}")
+            source = f"{containers[prefix]}[{keys(key)}]"
+        lines.append(f"v{k} = {source}")
+        parts += [f"type(v{k})", f"v{k}.dtype", f"v{k}.shape"]
+    parts += [f"len({var})" for var in containers.values()]
+    return lines, "({},)".format(", ".join(parts)) if parts else "()"
+
+
+def build_entry(program, table, slow):
+    """``(signature, entry)``: generated functions. ``signature(kwargs)``
+    gives a validated call's signature; ``entry(*args, **kwargs)`` looks its
+    call's signature up in ``table`` (signature -> body) and runs the body,
+    or calls ``slow(*args, **kwargs)``. Input names appear only as string
+    literals or globals, so no name can collide with the entry's own."""
+    reserved = ["kwargs", "args", "body", "table", "slow", "signature", "program"]
+    globals_ = {"table": table, "slow": slow}
+    keys = KeyNames(Namespace(reserved=reserved), globals_)
+    reads, signature = signature_source(program, keys)
+    values = ", ".join(f"v{k}" for k in range(len(program._input_leaves)))
+    lines = ["def signature(kwargs):"]
+    lines += [f"    {line}" for line in reads]
+    lines += [f"    return {signature}", "", ""]
+    lines += [
         "def program(*args, **kwargs):",
         f"    if not args and len(kwargs) == {len(program.inputs)}:",
         "        try:",
     ]
-    if not names:
-        lines.append("            pass")
-    for (raw, path, _), local in zip(program._input_leaves, names):
-        lines.append(f"            {local} = kwargs[{raw!r}]{path_suffix(path)}")
-    lines.append("        except (LookupError, TypeError):")
-    lines.append("            return _slow(*args, **kwargs)")
-    checks = []
-    for k, (local, value) in enumerate(zip(names, values)):
-        for attr, expected, test in (
-            ("type", type(value), "type({}) is {}"),
-            ("dtype", value.dtype, "{}.dtype is {}"),
-            ("shape", value.shape, "{}.shape == {}"),
-        ):
-            var = f"_guard_{attr}{k}"
-            globals_[var] = expected
-            checks.append(test.format(local, var))
-    lines.append(f"        if {' and '.join(checks) or 'True'}:")
-    lines += ["        " + line for line in statements]
-    lines.append("    return _slow(*args, **kwargs)")
-    globals_["_slow"] = slow
-    return _define("\n".join(lines), globals_)
+    lines += [f"            {line}" for line in reads]
+    lines += [
+        f"            body = table[{signature}]",
+        "        except (LookupError, TypeError, AttributeError):",
+        "            pass",
+        "        else:",
+        f"            return body({values})",
+        "    return slow(*args, **kwargs)",
+    ]
+    entry = _define("\n".join(lines), globals_, "program")
+    return globals_["signature"], entry
 
 
-def _define(source, globals_):
-    """Execute generated ``def program`` source (registered with linecache,
-    so tracebacks show its lines) and return the function."""
+_LINECACHE_LOCK = threading.Lock()
+
+
+def _define(source, globals_, name):
+    """Execute generated source and return the function ``name`` it defines.
+    The source is registered with ``linecache`` (tracebacks show its lines)
+    for as long as the function lives."""
     filename = f"<funsor_lowering program {next(_COUNTER)}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    lines = source.splitlines(True)
+    with _LINECACHE_LOCK:
+        linecache.cache[filename] = (len(source), None, lines, filename)
     exec(compile(source, filename, "exec"), globals_)
-    fn = globals_["program"]
+    fn = globals_[name]
     fn.__source__ = source
+    weakref.finalize(fn, _forget_source, filename)
     return fn
 
 
+def _forget_source(filename):
+    with _LINECACHE_LOCK:
+        linecache.cache.pop(filename, None)
+
+
 def generate_module_source(program, name="program"):
-    """Self-contained module source defining ``name(**inputs)``."""
+    """Self-contained source defining ``name(**inputs)``. Everything the
+    function uses is local to a builder function, so the source runs under
+    ``exec(code, env)`` and ``exec(code, None, env)`` alike."""
+    if not (isinstance(name, str) and is_plain_identifier(name)) or name in RESERVED:
+        raise ValueError(
+            f"as_code(name={name!r}): the name must be a Python identifier, "
+            f"not a keyword nor a name the generated code uses "
+            f"(builtins, np, ops, funsor, torch, jnp, extra_ops, inputs)"
+        )
     source, objects = generate_function_source(program, name, standalone=True)
     backend = program._array_backend
     imports = {"import funsor", "from funsor import ops"}
@@ -366,19 +501,28 @@ def generate_module_source(program, name="program"):
             definitions.append(f"{var} = {literal}")
         else:
             definitions.append(f"{var} = {python_literal(obj)}")
+    for module, alias in (("numpy", "np"), ("torch", "torch")):
+        if f"{alias}." in source:
+            imports.add(
+                f"import {module}" + (f" as {alias}" if alias != module else "")
+            )
     if "extra_ops." in source or any("extra_ops." in d for d in definitions):
         imports.add("from funsor_lowering import extra_ops")
-    header = [
-        f"# Generated by OpProgram.as_code() ({program.backend} backend).",
-        *sorted(imports),
-    ]
+    body = sorted(imports, key=lambda line: (line.startswith("from"), line))
     if program.backend != "numpy":
-        header.append(f"funsor.set_backend({program.backend!r})")
-    parts = ["\n".join(header)]
-    if definitions:
-        parts.append("\n".join(definitions))
-    parts.append(source)
-    return "\n\n".join(parts) + "\n"
+        body.append(f"funsor.set_backend({program.backend!r})")
+    body += definitions + ["", *source.splitlines(), f"return {name}"]
+    builder = f"_build_{name}"
+    lines = [
+        f"# Generated by OpProgram.as_code() ({program.backend} backend).",
+        f"def {builder}():",
+        *(f"    {line}" if line else "" for line in body),
+        "",
+        "",
+        f"{name} = {builder}()",
+        f"del {builder}",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _format_constant(value, value_type):

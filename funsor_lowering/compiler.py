@@ -1,4 +1,4 @@
-"""``lower``, ``compile_funsor`` and ``compile_function``: funsor -> OpProgram.
+"""``lower`` and ``compile_funsor``: funsor -> lowered funsor -> OpProgram.
 
 Example::
 
@@ -14,7 +14,6 @@ Example::
 """
 
 import contextlib
-import functools
 import gc
 from collections import OrderedDict
 
@@ -24,11 +23,12 @@ from funsor.util import get_backend
 
 from . import rules, shapes  # noqa: F401  (register lowering and shape rules)
 from .backends import array_backend
-from .errors import NeedsEagerValues, short_repr
+from .errors import short_repr
 from .layout import align, align_expanded
 from .lowering import LoweredTuple, build, lower_term
 from .passes import optimize
 from .program import Operation, OpProgram, ValueType, iter_leaves, map_leaves
+from .subprograms import inline_segments
 
 
 def real_inputs(structure):
@@ -126,8 +126,6 @@ def compile_structure(structure, *, inputs=None, memo=None, input_types=None):
     :param dict input_types: :class:`ValueType` s overriding some inputs'
         domains in the program (a jax key is typed ``Reals[2]`` in terms).
     """
-    from .interpretations.segments import inline_segments
-
     array_backend(get_backend()).activate()
     free = real_inputs(structure)
     if inputs is None:
@@ -255,43 +253,4 @@ def _untuple(value):
     return value
 
 
-def compile_function(fn=None, **domains):
-    """Compile ``fn`` to an :class:`OpProgram`: ``fn`` receives one funsor
-    ``Variable`` per keyword and returns a funsor or a nesting of tuples,
-    lists and dicts of funsors; the program takes the real-valued keywords
-    as arrays and returns the same nesting of arrays. Also a decorator.
-
-    Sampling and ``funsor.adjoint``'s tape, which funsor runs on concrete
-    values only, run as segments traced on example arrays (see
-    :mod:`funsor_lowering.interpretations.eager_steps`); random draws stay live.
-    A function that builds a ``Gaussian`` from its keyword funsors is traced
-    whole: ``fn`` runs eagerly on ``Tensor`` s of example arrays while every
-    op is recorded (:func:`funsor_lowering.tracer.trace_on_examples`).
-
-    Example::
-
-        >>> import numpy as np
-        >>> from funsor.domains import Reals
-        >>> @compile_function(x=Reals[2])
-        ... def program(x):
-        ...     return {"double": x * 2, "pair": (x.exp(), -x)}
-        >>> program(x=np.zeros(2))["pair"][0]
-        array([1., 1.])
-    """
-    if fn is None:
-        return functools.partial(compile_function, **domains)
-    from .interpretations import CompilingInterpretation
-
-    variables = {name: Variable(name, domain) for name, domain in domains.items()}
-    interp = CompilingInterpretation()
-    try:
-        with interp:
-            result = fn(**variables)
-    except NeedsEagerValues:
-        from .tracer import trace_on_examples
-
-        return trace_on_examples(fn, domains)
-    return interp.compile(result, inputs=domains)
-
-
-__all__ = ["compile_function", "compile_funsor", "lower"]
+__all__ = ["compile_funsor", "compile_structure", "lower"]

@@ -27,13 +27,14 @@ terms that bind or substitute variables, or whose subterms it restructures).
 from collections import OrderedDict
 
 import funsor.interpreter
-from funsor.interpretations import eager, reflect
+from funsor.interpretations import reflect
 from funsor.registry import KeyedRegistry
 from funsor.tensor import Tensor
 from funsor.terms import Funsor, Number
 from funsor.typing import get_origin
 
 from .errors import UnsupportedTermError
+from .sound_algebra import sound_eager
 
 LOWERING_RULES = KeyedRegistry(default=None)
 
@@ -110,8 +111,8 @@ def _is_constant(term):
 
 def _fold(term):
     """Evaluate a term without free real inputs with funsor's eager
-    interpretation (at compile time)."""
-    with eager:
+    interpretation (at compile time), its algebra made sound for all values."""
+    with sound_eager:
         return funsor.interpreter.reinterpret(term)
 
 

@@ -4,8 +4,9 @@
 import builtins
 import keyword
 import re
+import unicodedata
 
-_RESERVED = (
+RESERVED = (
     frozenset(keyword.kwlist)
     | frozenset(dir(builtins))
     | {"ops", "extra_ops", "funsor", "np", "torch", "jnp", "inputs"}
@@ -18,16 +19,21 @@ class Namespace:
     Example::
 
         >>> ns = Namespace()
-        >>> ns.create("mul"), ns.create("mul"), ns.create("2x"), ns.create("sum")
+        >>> ns.create("mul"), ns.create("ｍｕｌ"), ns.create("2x"), ns.create("sum")
         ('mul', 'mul_1', '_2x', 'sum_1')
+        >>> ns.create("x²"), ns.create('a "b"\n')
+        ('x2', 'a__b__')
     """
 
     def __init__(self, reserved=()):
-        self._used = set(_RESERVED) | set(reserved)
+        self._used = set(RESERVED) | set(reserved)
         self._counts = {}
 
     def create(self, hint):
-        base = re.sub(r"\W", "_", hint) or "v"
+        # ASCII only: Python folds identifiers by NFKC, so "ｍｕｌ" in source
+        # would be "mul"; fold first to keep such names readable.
+        hint = unicodedata.normalize("NFKC", str(hint))
+        base = re.sub(r"[^0-9A-Za-z_]", "_", hint) or "v"
         if base[0].isdigit():
             base = "_" + base
         name = base

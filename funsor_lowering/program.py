@@ -31,9 +31,10 @@ from funsor.domains import Domain
 from funsor.util import get_backend
 
 from .backends import array_backend
+from .backends.base import dtype_kind
 from .naming import Namespace
-
-_MAX_SPECIALIZATIONS = 8
+from .runtime import Runtime, check_nesting
+from .structure import iter_leaves, iter_paths, lookup, map_leaves, path_suffix
 
 
 class Operation:
@@ -124,27 +125,22 @@ class ValueType:
         self.shape, self.kind = state
 
 
-def value_type_of(value, backend):
-    """The :class:`ValueType` of a constant, or ``None`` if unknown."""
+def value_type_of(value, backend=None):
+    """The :class:`ValueType` of a constant, or ``None`` if unknown. Without
+    a ``backend``, arrays are recognized by their ``shape`` and ``dtype``."""
     if isinstance(value, bool):
         return ValueType((), "bool")
     if isinstance(value, numbers.Integral):
         return ValueType((), "int")
     if isinstance(value, numbers.Real):
         return ValueType((), "real")
-    if backend.is_array(value):
-        return ValueType(tuple(value.shape), backend.dtype_kind(value))
+    if backend is not None:
+        if backend.is_array(value):
+            return ValueType(tuple(value.shape), backend.dtype_kind(value))
+        return None
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return ValueType(tuple(value.shape), dtype_kind(value.dtype))
     return None
-
-
-def _run(fn, values):
-    """``fn(*values)``, or the outputs its specialization just computed for
-    these very values (so random ops draw once per call)."""
-    outputs = getattr(fn, "__first_outputs__", None)
-    if outputs is not None:
-        fn.__first_outputs__ = None
-        return outputs
-    return fn(*values)
 
 
 def _nbytes(value):
@@ -160,57 +156,6 @@ def _as_value_type(spec):
     if isinstance(spec, (tuple, list, dict)):
         return map_leaves(_as_value_type, spec)
     raise TypeError(f"expected a ValueType or funsor domain, got {spec!r}")
-
-
-def iter_paths(structure, path=()):
-    """``(path, leaf)`` pairs of a nesting of tuples, lists and dicts."""
-    if isinstance(structure, (tuple, list)):
-        for i, item in enumerate(structure):
-            yield from iter_paths(item, path + (i,))
-    elif isinstance(structure, dict):
-        for key, item in structure.items():
-            yield from iter_paths(item, path + (key,))
-    else:
-        yield path, structure
-
-
-def path_suffix(path):
-    """``['loc'][0]``: a path as Python indexing source."""
-    return "".join(f"[{key!r}]" for key in path)
-
-
-def _lookup(value, key, name, path):
-    """``value[key]`` for a nested program input, or a TypeError naming it."""
-    try:
-        if isinstance(key, int) != isinstance(value, (tuple, list)):
-            raise TypeError
-        return value[key]
-    except (TypeError, KeyError, IndexError):
-        raise TypeError(
-            f"input {name!r}: expected a nesting with {name}{path_suffix(path)}, "
-            f"got {type(value).__name__} without {key!r}"
-        ) from None
-
-
-def iter_leaves(structure):
-    """Leaves of a nesting of tuples, lists and dicts, in order."""
-    if isinstance(structure, (tuple, list)):
-        for item in structure:
-            yield from iter_leaves(item)
-    elif isinstance(structure, dict):
-        for item in structure.values():
-            yield from iter_leaves(item)
-    else:
-        yield structure
-
-
-def map_leaves(fn, structure):
-    """Apply ``fn`` to each leaf of a nesting of tuples, lists and dicts."""
-    if isinstance(structure, (tuple, list)):
-        return type(structure)(map_leaves(fn, item) for item in structure)
-    if isinstance(structure, dict):
-        return {key: map_leaves(fn, item) for key, item in structure.items()}
-    return fn(structure)
 
 
 class OpProgram:
@@ -254,15 +199,26 @@ class OpProgram:
             for name, spec in self.input_types.items()
             for path, leaf in iter_paths(spec)
         )
-        self._array_backend = array_backend(self.backend)
-        self._array_backend.activate()
-        # Generated callables, one per tuple of input types seen (at most
-        # _MAX_SPECIALIZATIONS), with every op's implementation resolved.
-        self._specialized = {}
-        # The entry point for calls: a guarded fast path once the program has
-        # been called (see _call_checked), else validation and dispatch.
-        self._fast = self._call_checked
+        self._backend_adapter = None  # resolved on first use (see _array_backend)
+        self._runtime = Runtime(self)
         self._names = None
+
+    @property
+    def _array_backend(self):
+        """The :class:`~funsor_lowering.backends.ArrayBackend` of the
+        program's backend, imported on first use (never while unpickling:
+        funsor 0.4.8 cannot load jax beside another active backend)."""
+        adapter = self._backend_adapter
+        if adapter is None:
+            if self.backend == "jax" and get_backend() != "jax":
+                raise RuntimeError(
+                    f"this program runs on the jax backend, but funsor's active "
+                    f"backend is {get_backend()!r}; funsor 0.4.8 cannot use jax "
+                    f"beside another backend: call funsor.set_backend('jax') "
+                    f"first"
+                )
+            adapter = self._backend_adapter = array_backend(self.backend)
+        return adapter
 
     # ----------------------------------------------------------------- layout
     @property
@@ -282,7 +238,7 @@ class OpProgram:
     @property
     def value_types(self):
         """The :class:`ValueType` (or ``None``) of every value, by number."""
-        constants = tuple(value_type_of(c, self._array_backend) for c in self.constants)
+        constants = tuple(value_type_of(c) for c in self.constants)
         inputs = tuple(leaf for _, _, leaf in self._input_leaves)
         return constants + inputs + self._operation_types
 
@@ -328,47 +284,22 @@ class OpProgram:
     @property
     def __call__(self):
         """``program(**arrays)``: the generated entry point itself (a property,
-        so a call costs no extra Python frame), guarded for the types, dtypes
-        and shapes of the latest checked call; other calls are checked."""
-        return self._fast
-
-    def _call_checked(self, *args, **kwargs):
-        """Calls the fast entry's guard turns away: validate the inputs
-        (clear errors), run the specialization for their types, and guard
-        the fast entry for the latest types, dtypes and shapes."""
-        if args:
-            raise TypeError(
-                f"OpProgram takes keyword arguments only ({', '.join(self.inputs)}), "
-                f"got {len(args)} positional argument(s)"
-            )
-        values = self._validate(kwargs)
-        fn = self._specialization(values)
-        self._fast = self._guarded(values, fn.__resolved__)
-        return _run(fn, values)
+        so a call costs no extra Python frame; see :class:`Runtime`)."""
+        return self._runtime.entry
 
     def _run_checked(self, kwargs):
-        """Validate and run (no guarded entry is built): the body backends
+        """Validate and run, without the cached entry: the body backends
         jit, which call it with their own tracer types."""
-        values = self._validate(kwargs)
-        return _run(self._specialization(values), values)
+        return self._runtime.run_validated(self._validate(kwargs))
 
-    def _specialization(self, values):
-        key = tuple(map(type, values))
-        fn = self._specialized.get(key)
-        if fn is None:
-            fn = self._specialize(key, values)
-        return fn
-
-    def _guarded(self, values, resolved):
-        """The fast entry for calls like this one, or the checked path where
-        there is none (the program failed on these inputs)."""
-        from .codegen import build_guarded_callable
-
-        if resolved is None:
-            return self._call_checked
-        return build_guarded_callable(self, values, resolved, self._call_checked)
+    def cache_info(self):
+        """Sizes of the call caches: ``signatures`` seen and generated
+        ``bodies`` (see :mod:`funsor_lowering.runtime`)."""
+        return self._runtime.cache_info()
 
     def _validate(self, kwargs):
+        """The input arrays (leaves, in order) of a call, checked against the
+        program's inputs: names, nesting, array types, shapes and dtypes."""
         if len(kwargs) != len(self.input_types) or not all(
             name in kwargs for name in self.input_types
         ):
@@ -383,14 +314,16 @@ class OpProgram:
                 )
             raise TypeError(
                 f"{'; '.join(problems)}; this program takes "
-                f"({', '.join(f'{n}: {t}' for n, t in self.input_types.items())})"
+                f"({', '.join(f'{n!r}: {t}' for n, t in self.input_types.items())})"
             )
+        for name, spec in self.input_types.items():
+            check_nesting(name, spec, kwargs[name])
         backend = self._array_backend
         values = []
         for name, path, expected in self._input_leaves:
             value = kwargs[name]
             for key in path:
-                value = _lookup(value, key, name, path)
+                value = lookup(value, key, name, path)
             label = repr(name) + path_suffix(path)
             if not backend.is_array(value):
                 raise TypeError(
@@ -412,23 +345,6 @@ class OpProgram:
             values.append(value)
         return values
 
-    def _specialize(self, key, values):
-        """Generate the callable for these input types: run the program once
-        through funsor's op dispatch, recording which implementation each op
-        resolves to, and emit direct calls to those (the input types are the
-        guard: every later value's type follows from them)."""
-        from .codegen import build_callable
-
-        try:
-            fn = build_callable(self, values)
-        except Exception:
-            # Let the error surface from the generated code, whose traceback
-            # shows the failing operation's line.
-            return build_callable(self)
-        if len(self._specialized) < _MAX_SPECIALIZATIONS:
-            self._specialized[key] = fn
-        return fn
-
     # ------------------------------------------------------------ jit, export
     def jit(self):
         """A jit-compiled callable with the program's signature and outputs:
@@ -446,8 +362,12 @@ class OpProgram:
                 f"runs on {self.backend}"
             )
         from .backends.torch_backend import program_to_fx
+        from .codegen import evaluate
 
-        return program_to_fx(self)
+        backend = self._array_backend
+        examples = [backend.example_input(t) for _, _, t in self._input_leaves]
+        _, resolved = evaluate(self, examples)
+        return program_to_fx(self, resolved)
 
     def to_dot(self):
         """Graphviz (dot) source drawing the program: inputs, constants,

@@ -42,7 +42,7 @@ from funsor.terms import Align, Funsor, Number, Slice, Subs, Tuple, Variable
 from funsor.typing import get_origin
 from funsor.util import get_backend
 
-from . import rules, shapes  # noqa: F401  (register lowering and shape rules)
+from . import gaussian_patterns, rules, shapes  # noqa: F401  (register lowering and shape rules)
 from .backends import array_backend
 from .codegen import bind_call
 from .errors import UnsupportedTermError
@@ -52,9 +52,7 @@ from .extra_ops import (
     DistributionSampleOp,
     RandnWithKeyOp,
     categorical_sample,
-    split_key,
 )
-from .interpretations import gaussian_patterns
 from .layout import align, union_batch
 from .lowering import Lowerer
 from .passes import optimize
@@ -68,6 +66,7 @@ from .program import (
     path_suffix,
     value_type_of,
 )
+from .rng_keys import KEY_INPUT, KeySource, draw_key
 
 RANDOM_OPS = RANDOM_OP_TYPES
 # Ops whose first argument is a prototype: only its type and device matter.
@@ -298,43 +297,6 @@ def _has_free_variables(args):
     return False
 
 
-class KeySource:
-    """Where keyed draws (jax) that were given no key take theirs: each draw
-    splits a fresh key off ``key``, a program input (recorded ops)."""
-
-    active = None
-
-    def __init__(self, key):
-        self.key = key  # None: draws need a key of their own
-        self.used = False
-
-    def next(self):
-        self.used = True
-        key, self.key = split_key(self.key, index=0), split_key(self.key, index=1)
-        return key
-
-    def __enter__(self):
-        self._outer, KeySource.active = KeySource.active, self
-        return self
-
-    def __exit__(self, *args):
-        KeySource.active = self._outer
-
-
-def draw_key(rng_key):
-    """The key a draw uses: ``None`` where draws are not keyed."""
-    if get_backend() != "jax":
-        return None
-    if rng_key is not None:
-        return rng_key
-    if KeySource.active is None or KeySource.active.key is None:
-        raise ValueError(
-            "sampling on the jax backend needs an rng_key: pass one to "
-            "funsor's sample / MonteCarlo(rng_key=...) as a traced input"
-        )
-    return KeySource.active.next()
-
-
 def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
     """``Distribution._sample`` while tracing: the draw is one recorded random
     op on the parameters' data (funsor's own calls the backend sampler on
@@ -477,9 +439,6 @@ def trace_function(fn, kwargs, *, allow_constants=False):
     with tracing_patches(backend), recorder, TracingInterpretation():
         result = fn(**kwargs)
     return _build_program(recorder, kwargs, input_types, result, allow_constants)
-
-
-KEY_INPUT = "rng_key"
 
 
 def trace_on_examples(fn, domains):

@@ -31,7 +31,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from funsor_lowering import compile_function, compile_funsor, compiling
-from funsor_lowering.interpretations.compiling import current_recording
+from funsor_lowering.interpretations.recording import current_recording
 from funsor_lowering.interpretations.segments import Segment
 from funsor_lowering.tracer import RANDOM_OPS, UntracedValueError, trace_on_examples
 

@@ -62,6 +62,18 @@ class ArrayBackend:
         rng = np.random.default_rng(seed)
         return self.from_numpy(rng.standard_normal(tuple(shape)))
 
+    def example_input(self, value_type):
+        """An array of zeros of a :class:`~funsor_lowering.program.ValueType`
+        (for resolving implementations by type, never as data)."""
+        dtype = {"real": np.float64, "int": np.int64, "bool": np.bool_}[value_type.kind]
+        return self.from_numpy(np.zeros(value_type.shape, dtype))
+
+    # How programs copy an output that may share memory with one of their
+    # constants: a function, and its name in generated source (``np``,
+    # ``torch`` imported); None where arrays are immutable (jax).
+    copy_function = None
+    copy_source = None
+
     def example_key(self):
         """A fresh PRNG key where draws are keyed, else ``None``."""
         return None
@@ -75,6 +87,31 @@ class ArrayBackend:
         """A context manager active while tracing: routes backend calls that
         funsor makes outside ``funsor.ops`` (jax's key splitting) through ops."""
         return contextlib.nullcontext()
+
+
+def dtype_kind(dtype):
+    """``"real"``, ``"int"`` or ``"bool"`` (else the dtype's name) of a numpy,
+    jax or torch dtype, without importing torch or jax.
+
+    Example::
+
+        >>> dtype_kind(np.dtype("float32")), dtype_kind(np.int64)
+        ('real', 'int')
+    """
+    if hasattr(dtype, "is_floating_point"):  # torch.dtype
+        if dtype.is_floating_point:
+            return "real"
+        if dtype.is_complex:
+            return str(dtype)
+        return "bool" if str(dtype) == "torch.bool" else "int"
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return "bool"
+    if np.issubdtype(dtype, np.integer):
+        return "int"
+    if np.issubdtype(dtype, np.floating):
+        return "real"
+    return dtype.name
 
 
 def python_literal(value):

@@ -43,6 +43,8 @@ class NumpyBackend(ArrayBackend):
     name = "numpy"
     array_type_name = "numpy.ndarray"
     fast_implementations = {ops.LogsumexpOp: logsumexp}
+    # a copy (numpy scalars become 0-d arrays, as the program's outputs are)
+    copy_function, copy_source = staticmethod(np.array), "np.array"
 
     def is_array(self, value):
         return isinstance(value, (np.ndarray, np.generic))

@@ -11,13 +11,14 @@ import torch.fx
 from funsor import ops
 
 from ..extra_ops import categorical_sample
-from ..program import iter_leaves, map_leaves
+from ..structure import iter_leaves, map_leaves
 from .base import ArrayBackend, python_literal
 
 
 class TorchBackend(ArrayBackend):
     name = "torch"
     array_type_name = "torch.Tensor"
+    copy_function, copy_source = staticmethod(torch.clone), "torch.clone"
 
     def jit(self, program):
         return TracedProgram(program)
@@ -85,8 +86,7 @@ class TracedProgram:
         return map_leaves(lambda k: flat[k], self.structure)
 
     def _trace(self, leaves):
-        fn = self.program._specialization(leaves)
-        fn.__first_outputs__ = None  # the trace must run the program itself
+        fn, _ = self.program._runtime.body(leaves)  # the trace runs the body
 
         def flat_program(*arrays):
             return tuple(iter_leaves(fn(*arrays)))
@@ -107,22 +107,12 @@ class TracedProgram:
             return flat_program
 
 
-def program_to_fx(program, example_inputs=None):
+def program_to_fx(program, resolved):
     """``program`` as a ``torch.fx.GraphModule`` whose ``forward`` takes the
     input leaves (by their value names) and returns the output nesting. Each
-    operation is a ``call_function`` node calling the implementation funsor's
-    dispatch picks for ``example_inputs`` (by default arrays of the inputs'
-    shapes in the default dtype); constants are buffers."""
-    from ..codegen import evaluate
-
-    if example_inputs is None:
-        example_inputs = [
-            BACKEND.example_array(t.shape)
-            if t.kind == "real"
-            else torch.zeros(t.shape, dtype=torch.bool if t.kind == "bool" else None)
-            for _, _, t in program._input_leaves
-        ]
-    _, resolved = evaluate(program, example_inputs)
+    operation is a ``call_function`` node calling its implementation in
+    ``resolved`` (``(impl, extra_args, kwargs)`` per operation, as
+    ``codegen.evaluate`` resolves them); constants are buffers."""
     root = torch.nn.Module()
     graph = torch.fx.Graph()
     names = program.value_names

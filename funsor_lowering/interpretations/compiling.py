@@ -12,8 +12,7 @@ an ``OpProgram``.
 Example::
 
     >>> import numpy as np
-    >>> from funsor.domains import Reals
-    >>> from funsor.terms import Variable
+    >>>     >>> from funsor.terms import Variable
     >>> with compiling as interp:
     ...     x = Variable("x", Reals[2])
     ...     y = (x * x).sum() + 1
@@ -22,7 +21,6 @@ Example::
 """
 
 from funsor.adjoint import AdjointTape
-from funsor.domains import Reals
 from funsor.gaussian import GaussianMeta
 from funsor.interpretations import (
     Interpretation,
@@ -32,25 +30,23 @@ from funsor.interpretations import (
     reflect,
 )
 from funsor.interpreter import get_interpretation
-from funsor.terms import Funsor, Subs, Variable
+from funsor.terms import Funsor, Subs
 
 from ..backends import array_backend
 from ..compiler import compile_structure
 from ..errors import NeedsEagerValues
-from ..extra_ops import split_key
 from ..lowering import has_real_inputs
 from ..program import value_type_of
-from ..tracer import KEY_INPUT
+from ..rng_keys import KEY_INPUT
+from ..sound_algebra import sound_pattern
 from .eager_steps import (
     TapeEntry,
     record_symbolically,
     sample_patterns,
     symbolic_patches,
 )
+from .recording import KEY_DOMAIN, OPEN_BLOCKS, Recording
 from .segments import LAZY_TERMS, Segment
-
-# A jax PRNG key as a block's terms type it (the program types it exactly).
-KEY_DOMAIN = Reals[2]
 
 
 def _has_real_inputs(arg):
@@ -59,35 +55,6 @@ def _has_real_inputs(arg):
     if isinstance(arg, tuple):
         return any(_has_real_inputs(a) for a in arg)
     return False
-
-
-class Recording:
-    """What one ``with`` block of a :class:`CompilingInterpretation` saw: how
-    many terms it built (eagerly folded or normalized), the lowering cache
-    its ``compile`` calls share, and the keys its segments drew with (jax)."""
-
-    __slots__ = ("folded", "normalized", "lowering_memo", "_key")
-
-    def __init__(self):
-        self.folded = 0
-        self.normalized = 0
-        self.lowering_memo = {}
-        self._key = None
-
-    @property
-    def keyed(self):
-        return self._key is not None
-
-    def next_key(self):
-        """A fresh key term for a segment that draws on jax: split off the
-        block's ``rng_key`` input, as funsor's ``MonteCarlo`` splits."""
-        if self._key is None:
-            self._key = Variable(KEY_INPUT, KEY_DOMAIN)
-        key, self._key = split_key(self._key, index=0), split_key(self._key, index=1)
-        return key
-
-    def __repr__(self):
-        return f"Recording(folded={self.folded}, normalized={self.normalized})"
 
 
 class SymbolicDataError(AttributeError):
@@ -211,10 +178,8 @@ class CompilingInterpretation(Interpretation):
         self.recording = Recording()
         self._outer = self._outer_tapes = ()
 
-    _active = []  # the open blocks, innermost last
-
     def __enter__(self):
-        if self not in CompilingInterpretation._active:
+        if self not in OPEN_BLOCKS:
             # funsor re-enters the active interpretation (substitute does):
             # only an outermost block starts a fresh recording
             self.recording = Recording()
@@ -224,14 +189,14 @@ class CompilingInterpretation(Interpretation):
             for tape in self._outer_tapes:
                 record_symbolically(tape, self.recording)
         ConcreteValueGuard.install()
-        CompilingInterpretation._active.append(self)
+        OPEN_BLOCKS.append(self)
         return super().__enter__()
 
     def __exit__(self, *args):
         try:
             return super().__exit__(*args)
         finally:
-            CompilingInterpretation._active.remove(self)
+            OPEN_BLOCKS.remove(self)
             ConcreteValueGuard.uninstall()
 
     _depth = 0  # > 0 while any compiling interpretation interprets a term
@@ -272,7 +237,8 @@ class CompilingInterpretation(Interpretation):
                 # (x * 2).reduce(ops.logaddexp): keep the term as written.
                 return reflect.interpret(cls, *args)
         self.recording.folded += 1
-        return eager.interpret(cls, *args)
+        result = sound_pattern(cls, args)
+        return eager.interpret(cls, *args) if result is None else result
 
     def compile(self, result, *, inputs=None):
         """Compile a funsor, or a nesting of tuples, lists and dicts of
@@ -316,11 +282,6 @@ def _recording_reflect(cls, *args):
 
 
 _ORIGINAL_REFLECT = reflect.interpret
-
-
-def current_recording():
-    """The recording of the innermost open compiling block."""
-    return CompilingInterpretation._active[-1].recording
 
 
 compiling = CompilingInterpretation()

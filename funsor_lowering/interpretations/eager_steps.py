@@ -42,6 +42,7 @@ from funsor.integrate import Integrate
 from funsor.interpreter import get_interpretation
 from funsor.terms import Binary, Funsor, Number, Subs, to_funsor
 
+from .recording import current_recording
 from .segments import Segment, _structure, pushed
 
 
@@ -56,8 +57,6 @@ def symbolic_sample(self, sampled_vars, sample_inputs=None, rng_key=None):
     )
     if (sampled - _sampled_names(self)).isdisjoint(self.inputs):
         return self  # nothing left to sample (funsor's sign to stop)
-    from .compiling import current_recording
-
     params = {k for k, d in self.inputs.items() if d.dtype == "real"} - sampled
     segment = Segment(params, current_recording())
 
@@ -168,8 +167,6 @@ def tape_enter(tape):
     """``AdjointTape.__enter__`` in a compiling block: the tape records the
     calls it sees symbolically."""
     if not Segment.running:
-        from .compiling import current_recording
-
         record_symbolically(tape, current_recording())
     return ORIGINAL_TAPE_ENTER(tape)
 

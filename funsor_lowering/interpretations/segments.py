@@ -48,7 +48,7 @@ import funsor.interpreter
 import numpy as np
 from funsor import ops
 from funsor.cnf import Contraction
-from funsor.domains import Array, find_domain
+from funsor.domains import Array
 from funsor.gaussian import Gaussian
 from funsor.integrate import Integrate
 from funsor.interpretations import (
@@ -82,8 +82,9 @@ from funsor.typing import get_origin
 from ..backends import array_backend
 from ..errors import NeedsEagerValues
 from ..program import OpProgram, iter_leaves, map_leaves, value_type_of
+from ..rng_keys import KeySource
+from ..subprograms import SegmentOutputOp, SegmentProgram, segment_output
 from ..tracer import (
-    KeySource,
     Node,
     OpRecorder,
     TracingInterpretation,
@@ -92,41 +93,12 @@ from ..tracer import (
     same_program,
     tracing_patches,
 )
+from .recording import OPEN_BLOCKS
 
 # Terms user code built lazily (``reflect``, ``lazy``) in compiling blocks,
 # by id (compiling records them): shadows of these stay lazy, as funsor's
 # eager code would hold them. Cons-hashing hands such a term to later blocks.
 LAZY_TERMS = weakref.WeakValueDictionary()
-
-
-class SegmentProgram:
-    """A segment's recorded sub-program and the funsor domain (positional
-    layout) of each of its outputs."""
-
-    def __init__(self, program, domains):
-        self.program = program
-        self.domains = tuple(domains)
-
-    def run(self, args):
-        return self.program(**dict(zip(self.program.input_types, args)))
-
-    def __repr__(self):
-        return f"SegmentProgram({len(self.program.operations)} ops)"
-
-
-@ops.FinitaryOp.make(module_name=__name__)
-def segment_output(args, segment=None, index=0):
-    """Output ``index`` of ``segment`` (a :class:`SegmentProgram`) run on
-    ``args``. Compiling inlines the sub-program instead of calling this."""
-    return segment.run(args)[index]
-
-
-SegmentOutputOp = type(segment_output)
-
-
-@find_domain.register(SegmentOutputOp)
-def find_domain_segment_output(op, domains):
-    return op.defaults["segment"].domains[op.defaults["index"]]
 
 
 def is_segment_value(term):
@@ -365,11 +337,9 @@ def shadow_interpretation(interp):
     """The interpretation shadows are evaluated under: the tracer's, under
     the stateful interpretations (``MonteCarlo`` ...) in effect, including
     those a compiling block applies from outside it."""
-    from .compiling import CompilingInterpretation
-
     subs = []
     for sub in _flatten(interp):
-        if isinstance(sub, CompilingInterpretation):
+        if any(sub is block for block in OPEN_BLOCKS):  # a compiling block
             subs.extend(sub._outer)
         elif isinstance(sub, StatefulInterpretation):
             subs.append(sub)
@@ -509,64 +479,10 @@ def _structure(term):
     return term
 
 
-# ------------------------------------------------------------------ inlining
-def inline_segments(program):
-    """``program`` with each ``segment_output`` call replaced by its
-    segment's operations, inlined once per segment and arguments."""
-    if not any(isinstance(o.op, SegmentOutputOp) for o in program.operations):
-        return program
-    n_constants, n_inputs = len(program.constants), len(program._input_leaves)
-    constants = list(program.constants)
-    operations, types = [], []  # operations over ("c"|"i"|"o", k) refs
-    refs = [("c", k) for k in range(n_constants)]
-    refs += [("i", k) for k in range(n_inputs)]
-    calls = {}
-
-    def inline(sub, args):
-        sub_refs = []
-        for value in sub.constants:
-            constants.append(value)
-            sub_refs.append(("c", len(constants) - 1))
-        sub_refs += args
-        for operation, value_type in zip(sub.operations, sub._operation_types):
-            operations.append((operation, [sub_refs[a] for a in operation.args]))
-            types.append(value_type)
-            sub_refs.append(("o", len(operations) - 1))
-        return [sub_refs[k] for k in sub.output]
-
-    for k, operation in enumerate(program.operations):
-        args = [refs[a] for a in operation.args]
-        if isinstance(operation.op, SegmentOutputOp):
-            segment = operation.op.defaults["segment"]
-            key = (id(segment), tuple(args))
-            if key not in calls:
-                calls[key] = inline(segment.program, args)
-            refs.append(calls[key][operation.op.defaults["index"]])
-        else:
-            operations.append((operation, args))
-            types.append(program._operation_types[k])
-            refs.append(("o", len(operations) - 1))
-
-    first = {"c": 0, "i": len(constants), "o": len(constants) + n_inputs}
-
-    def number(ref):
-        return first[ref[0]] + ref[1]
-
-    return OpProgram(
-        constants,
-        program.input_types,
-        [op.replace(args=tuple(map(number, args))) for op, args in operations],
-        map_leaves(lambda n: number(refs[n]), program.output),
-        value_types=types,
-        backend=program.backend,
-    )
-
-
 __all__ = [
     "LAZY_TERMS",
     "Segment",
     "SegmentOutputOp",
-    "inline_segments",
     "pushed",
     "segment_output",
 ]

@@ -50,10 +50,11 @@ from funsor.terms import (
     Variable,
 )
 
-from .. import gaussian_algebra as ga
-from ..layout import align_expanded
-from ..lowering import Lowered
-from ..patching import FunctionPatch, MethodPatch, Patches, PatternPatch
+from . import gaussian_algebra as ga
+from .layout import align_expanded
+from .lowering import Lowered
+from .patching import FunctionPatch, MethodPatch, Patches, PatternPatch
+from .rng_keys import draw_key
 
 COMPRESSION_THRESHOLD = 2  # funsor's Gaussian.compression_threshold default
 
@@ -557,7 +558,6 @@ def _sample(self, sampled_vars, sample_inputs, rng_key):
     ``ops.randn`` (live: fresh per program call) over Bint sample inputs, or
     is the white-noise variable a real sample input names (preconditioning).
     """
-    from ..tracer import draw_key
 
     sampled = frozenset(sampled_vars).intersection(self.inputs)
     if not sampled:

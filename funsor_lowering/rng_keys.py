@@ -1,0 +1,53 @@
+"""PRNG keys of draws on the jax backend, while tracing: a draw given no
+key splits one off the key of the innermost active :class:`KeySource`
+(a program input, split by recorded ops).
+
+Example::
+
+    >>> draw_key(None) is None  # numpy and torch draws are not keyed
+    True
+"""
+
+from funsor.util import get_backend
+
+from .extra_ops import split_key
+
+# The input name of the key of programs that draw on jax.
+KEY_INPUT = "rng_key"
+
+
+class KeySource:
+    """Where keyed draws (jax) that were given no key take theirs: each draw
+    splits a fresh key off ``key``, a program input (recorded ops)."""
+
+    active = None
+
+    def __init__(self, key):
+        self.key = key  # None: draws need a key of their own
+        self.used = False
+
+    def next(self):
+        self.used = True
+        key, self.key = split_key(self.key, index=0), split_key(self.key, index=1)
+        return key
+
+    def __enter__(self):
+        self._outer, KeySource.active = KeySource.active, self
+        return self
+
+    def __exit__(self, *args):
+        KeySource.active = self._outer
+
+
+def draw_key(rng_key):
+    """The key a draw uses: ``None`` where draws are not keyed."""
+    if get_backend() != "jax":
+        return None
+    if rng_key is not None:
+        return rng_key
+    if KeySource.active is None or KeySource.active.key is None:
+        raise ValueError(
+            "sampling on the jax backend needs an rng_key: pass one to "
+            "funsor's sample / MonteCarlo(rng_key=...) as a traced input"
+        )
+    return KeySource.active.next()

@@ -1,0 +1,147 @@
+"""How an :class:`~funsor_lowering.OpProgram` runs: generated code, cached
+per call signature, thread-safe.
+
+A program's ``__call__`` is a generated *entry* function. It reads the input
+arrays from the keywords, forms the call's signature (each array's type,
+dtype and shape, and the length of each nested container) and looks it up
+in a bounded table of *bodies*: generated functions with one statement per
+operation, each calling the backend implementation that funsor's op
+dispatch picks for the input types. A signature seen before runs its body
+directly: no validation, no dispatch, no code generation. Any other call
+takes the checked path: inputs are validated (errors name the input), the
+body for the input types is generated if needed, and the signature is added
+to the table.
+
+Generated functions hold no per-call state, so calls from several threads
+never see each other's values. The table and the bodies are bounded
+(oldest dropped first).
+
+Example::
+
+    >>> import numpy as np
+    >>> from funsor import ops
+    >>> from funsor.domains import Reals
+    >>> from funsor_lowering.program import OpProgram, Operation
+    >>> program = OpProgram([], {"x": Reals[2]}, [Operation(ops.exp, (0,))], 1)
+    >>> program(x=np.zeros(2))  # checked: validates, generates the body
+    array([1., 1.])
+    >>> program(x=np.ones(2))  # same signature: straight to the body
+    array([2.71828183, 2.71828183])
+    >>> program.cache_info()
+    {'signatures': 1, 'bodies': 1}
+"""
+
+import threading
+from collections import OrderedDict
+
+from .codegen import build_body, build_entry, build_unresolved
+from .structure import path_suffix
+
+# Bounds of the caches: signatures seen (per program) and generated bodies
+# (one per tuple of input types: numpy arrays, tensors, jax tracers ...).
+MAX_SIGNATURES = 64
+MAX_BODIES = 8
+
+
+class Runtime:
+    """The caches and entry point of one program (see the module docstring)."""
+
+    def __init__(self, program):
+        self.program = program
+        self.bodies = OrderedDict()  # tuple of input types -> body
+        self.signatures = {}  # call signature -> body (read by the entry)
+        self.lock = threading.Lock()
+        self.signature = None  # generated: kwargs -> signature
+        self.entry = self.call_checked  # the generated entry once built
+
+    def call_checked(self, *args, **kwargs):
+        """A call the entry could not serve: validate, run, remember."""
+        if args:
+            raise TypeError(
+                f"OpProgram takes keyword arguments only "
+                f"({', '.join(map(repr, self.program.inputs))}), got "
+                f"{len(args)} positional argument(s)"
+            )
+        values = self.program._validate(kwargs)
+        body, outputs = self.body(values)
+        self.remember(kwargs, body)
+        return body(*values) if outputs is None else outputs
+
+    def run_validated(self, values):
+        """Run on validated input arrays (of any types: jit tracers too)."""
+        body, outputs = self.body(values)
+        return body(*values) if outputs is None else outputs
+
+    def body(self, values):
+        """``(body, outputs)``: the generated body for the types of
+        ``values``; where it was generated now, the outputs computed while
+        resolving the implementations (so random ops draw once per call),
+        else ``None``."""
+        key = tuple(map(type, values))
+        body = self.bodies.get(key)
+        if body is not None:
+            return body, None
+        try:
+            body, outputs = build_body(self.program, values)
+        except Exception:
+            # Let the error surface from generated code, whose traceback
+            # shows the failing operation's line.
+            build_unresolved(self.program)(*values)
+            raise
+        with self.lock:
+            self.bodies[key] = body
+            while len(self.bodies) > MAX_BODIES:
+                self.bodies.popitem(last=False)
+        return body, outputs
+
+    def remember(self, kwargs, body):
+        """Add the signature of ``kwargs`` (validated) to the entry's table."""
+        with self.lock:
+            if self.signature is None:
+                self.signature, entry = build_entry(
+                    self.program, self.signatures, self.call_checked
+                )
+            else:
+                entry = None
+            table = self.signatures
+            table[self.signature(kwargs)] = body
+            while len(table) > MAX_SIGNATURES:
+                del table[next(iter(table))]
+            if entry is not None:
+                self.entry = entry
+
+    def cache_info(self):
+        return {"signatures": len(self.signatures), "bodies": len(self.bodies)}
+
+
+def check_nesting(name, spec, value, path=()):
+    """Check that input ``name``'s ``value`` has exactly the nesting of
+    ``spec`` (the same dict keys, tuple and list lengths); ``TypeError``
+    naming the input and the extra or missing keys otherwise."""
+    label = f"input {name!r}{path_suffix(path)}"
+    if isinstance(spec, dict):
+        if not isinstance(value, dict):
+            raise TypeError(
+                f"{label}: expected a dict with keys {list(spec)}, got "
+                f"{type(value).__name__}"
+            )
+        extra = [k for k in value if k not in spec]
+        missing = [k for k in spec if k not in value]
+        if extra or missing:
+            parts = [f"unexpected key(s) {extra}"] if extra else []
+            parts += [f"missing key(s) {missing}"] if missing else []
+            raise TypeError(f"{label}: {'; '.join(parts)}; expected keys {list(spec)}")
+        for key, item in spec.items():
+            check_nesting(name, item, value[key], path + (key,))
+    elif isinstance(spec, (tuple, list)):
+        if not isinstance(value, (tuple, list)) or len(value) != len(spec):
+            got = (
+                f"{type(value).__name__} of length {len(value)}"
+                if isinstance(value, (tuple, list))
+                else type(value).__name__
+            )
+            raise TypeError(
+                f"{label}: expected a tuple or list of length {len(spec)}, got {got}"
+            )
+        for k, item in enumerate(spec):
+            check_nesting(name, item, value[k], path + (k,))

@@ -1,0 +1,108 @@
+"""The package's import graph, read from its source: every ``import`` and
+``from ... import`` statement (at module level or inside functions), plus
+string literals naming one of the package's modules (``importlib``
+targets). Importing ``a.b.c`` also runs the ``__init__`` of ``a.b``, so
+it counts as an import of that package too, unless the importer is inside it.
+"""
+
+import ast
+import pathlib
+
+import funsor_lowering
+
+PACKAGE_DIR = pathlib.Path(funsor_lowering.__file__).parent
+PACKAGE = "funsor_lowering"
+
+
+def module_names():
+    """Dotted names of every module of the package (packages by their name)."""
+    names = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        parts = (PACKAGE,) + path.relative_to(PACKAGE_DIR).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names[".".join(parts)] = path
+    return names
+
+
+def _resolve(module, is_package, level, target):
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    if level > 1:
+        base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([target] if target else []))
+
+
+def imports_of(module, path, known):
+    """Modules of the package that ``module`` imports, directly or through
+    the packages above them."""
+    is_package = path.name == "__init__.py"
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = (
+                _resolve(module, is_package, node.level, node.module)
+                if node.level
+                else node.module
+            )
+            targets.add(base)
+            targets.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value in known:
+                targets.add(node.value)
+    found = set()
+    own_packages = {module.rsplit(".", k)[0] for k in range(module.count(".") + 1)}
+    for target in targets:
+        parts = target.split(".")
+        for k in range(1, len(parts) + 1):
+            name = ".".join(parts[:k])
+            if name in known and name not in own_packages and name != module:
+                found.add(name)
+    return found
+
+
+def import_graph():
+    known = module_names()
+    return {m: imports_of(m, p, known) for m, p in known.items()}
+
+
+def find_cycles(graph):
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+if __name__ == "__main__":
+    graph = import_graph()
+    for cycle in find_cycles(graph):
+        print("cycle:", cycle)
+        for m in cycle:
+            print("   ", m, "->", sorted(graph[m] & set(cycle)))
