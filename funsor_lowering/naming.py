@@ -21,7 +21,7 @@ class Namespace:
         >>> ns = Namespace()
         >>> ns.create("mul"), ns.create("ｍｕｌ"), ns.create("2x"), ns.create("sum")
         ('mul', 'mul_1', '_2x', 'sum_1')
-        >>> ns.create("x²"), ns.create('a "b"\n')
+        >>> ns.create("x²"), ns.create('a "b"!')
         ('x2', 'a__b__')
     """
 

@@ -8,13 +8,13 @@ Example::
     >>> import numpy as np
     >>> from funsor import ops
     >>> from funsor.domains import Reals
+    >>> from funsor_lowering.program import Operation
     >>> sub = OpProgram([], {"x": Reals[2]}, [Operation(ops.exp, (0,))], (1,))
     >>> segment = SegmentProgram(sub, [Reals[2]])
-    >>> outer = OpProgram(
-    ...     [], {"y": Reals[2]}, [Operation(segment_output(segment=segment), (0,), True)], 1
-    ... )
+    >>> call = Operation(SegmentOutputOp(segment=segment, index=0), (0,), packed=True)
+    >>> outer = OpProgram([], {"y": Reals[2]}, [call], 1)
     >>> inline_segments(outer).operations
-    (Operation(exp, (0,)),)
+    (Operation(ops.exp, (0,)),)
 """
 
 from funsor import ops

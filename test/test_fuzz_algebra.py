@@ -192,7 +192,7 @@ def test_plate_product_raises_a_factor_without_the_plate_to_its_size():
     for constant in ("A", "v"):  # constant factors are folded at compile time
         consts = {"A": Tensor(A), "B": Tensor(B), "v": Tensor(v)}
 
-        def partly(**kw):
+        def partly(constant=constant, consts=consts, **kw):
             return fn(**{**kw, constant: consts[constant]})
 
         domains = {"A": Reals[2, 2], "B": Reals[2, 2], "v": Reals[3]}

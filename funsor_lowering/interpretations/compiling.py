@@ -12,7 +12,8 @@ an ``OpProgram``.
 Example::
 
     >>> import numpy as np
-    >>>     >>> from funsor.terms import Variable
+    >>> from funsor.domains import Reals
+    >>> from funsor.terms import Variable
     >>> with compiling as interp:
     ...     x = Variable("x", Reals[2])
     ...     y = (x * x).sum() + 1
