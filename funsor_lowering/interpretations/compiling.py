@@ -31,7 +31,7 @@ from funsor.interpretations import (
     reflect,
 )
 from funsor.interpreter import get_interpretation
-from funsor.terms import Funsor, Subs
+from funsor.terms import Align, Funsor, Subs, substitute
 
 from ..backends import array_backend
 from ..compiler import compile_structure
@@ -226,10 +226,7 @@ class CompilingInterpretation(Interpretation):
             if result is not None:
                 return result
             if cls is Subs:
-                # funsor 0.4.8's normalize pushes substitutions through Cat
-                # into terms whose inputs disagree (sequential_sum_product
-                # with odd lengths); the compiler lowers Subs itself.
-                return reflect.interpret(cls, *args)
+                return _substituted(*args)
             try:
                 return normalize.interpret(cls, *args)
             except AssertionError:
@@ -262,6 +259,36 @@ class CompilingInterpretation(Interpretation):
             memo=self.recording.lowering_memo,
             input_types=input_types,
         )
+
+
+def _substituted(arg, subs):
+    """``Subs(arg, subs)`` in a block: substituted into ``arg``'s subterms,
+    rebuilt in the block, as funsor's eager substitutes into lazy terms, so
+    the result's inputs come in the order eager funsor's would (a renamed
+    input keeps its place; a batched value's inputs come where the
+    variable was used). The ``Subs`` stays as written (the compiler lowers
+    it) where a value shares inputs with ``arg`` (a gather along an input
+    the indexed value has: funsor's eager indexes jointly), or where funsor
+    0.4.8's substitution fails (through a ``Cat`` into terms whose inputs
+    disagree, as ``sequential_sum_product`` with odd lengths builds)."""
+    values = dict(subs)
+    others = frozenset(arg.inputs) - frozenset(values)
+    if not any(others.intersection(v.inputs) for v in values.values()):
+        try:
+            return substitute(arg, subs)
+        except (AssertionError, NotImplementedError, ValueError):
+            pass
+    result = reflect.interpret(Subs, arg, subs)
+    # eager's order: each substituted input's place takes its value's inputs
+    order = []
+    for name in arg.inputs:
+        for new in values[name].inputs if name in values else (name,):
+            if new not in order and new in result.inputs:
+                order.append(new)
+    order += [name for name in result.inputs if name not in order]
+    if tuple(order) != tuple(result.inputs):
+        result = reflect.interpret(Align, result, tuple(order))
+    return result
 
 
 def _outer_interpretations(interp):
