@@ -480,10 +480,11 @@ def generate_module_source(program, name="program"):
     """Self-contained source defining ``name(**inputs)``. Everything the
     function uses is local to a builder function, so the source runs under
     ``exec(code, env)`` and ``exec(code, None, env)`` alike."""
-    if not (isinstance(name, str) and is_plain_identifier(name)) or name in RESERVED:
+    valid = isinstance(name, str) and name.isascii() and is_plain_identifier(name)
+    if not valid or name in RESERVED:
         raise ValueError(
-            f"as_code(name={name!r}): the name must be a Python identifier, "
-            f"not a keyword nor a name the generated code uses "
+            f"as_code(name={name!r}): the name must be an ASCII Python "
+            f"identifier, not a keyword nor a name the generated code uses "
             f"(builtins, np, ops, funsor, torch, jnp, extra_ops, inputs)"
         )
     source, objects = generate_function_source(program, name, standalone=True)

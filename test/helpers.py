@@ -166,14 +166,15 @@ def run_in_fresh_process(program, arrays, tmp_path, absent_module):
     checking there that ``absent_module`` was never imported."""
     (tmp_path / "program.pkl").write_bytes(pickle.dumps((program, arrays)))
     script = (
-        "import pickle, sys\n"
+        "import pickle, sys, funsor\n"
+        f"funsor.set_backend({program.backend!r})  # unpickling never sets it\n"
         "program, arrays = pickle.loads(open(sys.argv[1], 'rb').read())\n"
         "result = program(**arrays)\n"
         "pickle.dump(result, open(sys.argv[2], 'wb'))\n"
         f"assert {absent_module!r} not in sys.modules, 'imported {absent_module}'\n"
     )
     env = dict(os.environ)
-    env.pop("FUNSOR_BACKEND", None)  # the program sets up its own backend
+    env.pop("FUNSOR_BACKEND", None)
     subprocess.run(
         [sys.executable, "-c", script, tmp_path / "program.pkl", tmp_path / "out.pkl"],
         check=True,

@@ -7,6 +7,7 @@ if funsor.get_backend() != "jax":
     funsor.set_backend("jax")
 
 import contextlib  # noqa: E402
+import itertools  # noqa: E402
 import typing  # noqa: E402
 
 import jax  # noqa: E402
@@ -16,6 +17,7 @@ from funsor import ops  # noqa: E402
 from funsor.jax.ops import array as _funsor_jax_arrays  # noqa: E402
 
 from ..extra_ops import categorical_sample, split_key  # noqa: E402
+from ..structure import iter_leaves, map_leaves  # noqa: E402
 from .base import ArrayBackend  # noqa: E402
 from .numpy_backend import numpy_dtype_kind, numpy_literal  # noqa: E402
 
@@ -44,6 +46,8 @@ class JaxBackend(ArrayBackend):
         )
 
     keyed = True
+    # jax arrays are immutable, but programs may hold numpy constants
+    copy_function, copy_source = staticmethod(jnp.array), "jnp.array"
 
     def from_numpy(self, array):
         return jnp.asarray(array)
@@ -52,10 +56,19 @@ class JaxBackend(ArrayBackend):
         return jax.random.PRNGKey(0)
 
     def jit(self, program):
-        jitted = jax.jit(program._run_checked)
+        # Outputs leave the jitted function as a flat tuple (jax sorts dict
+        # keys, which fails for keys of mixed types) and are nested again.
+        counter = itertools.count()
+        structure = map_leaves(lambda _: next(counter), program.output)
+
+        def flat(kwargs):
+            return tuple(iter_leaves(program._run_checked(kwargs)))
+
+        jitted = jax.jit(flat)
 
         def call(**kwargs):
-            return jitted(kwargs)
+            leaves = jitted(kwargs)
+            return map_leaves(lambda k: leaves[k], structure)
 
         return call
 

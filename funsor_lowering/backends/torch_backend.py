@@ -131,8 +131,31 @@ def program_to_fx(program, resolved):
             args = [tuple(args)]
         node = graph.call_function(impl, tuple(args) + tuple(extra), dict(kwargs))
         nodes.append(node)
-    graph.output(map_leaves(lambda i: nodes[i], program.output))
+    graph.output(_plain_keys(map_leaves(lambda i: nodes[i], program.output)))
     return torch.fx.GraphModule(root, graph, class_name="OpProgramModule")
+
+
+def _plain_keys(structure):
+    """The output nesting with dict keys as plain ``str`` / ``int`` (torch.fx
+    writes keys with ``repr``: ``numpy.str_`` or ``IntEnum`` keys would not
+    parse); equal keys, so lookups by the original keys still work."""
+    if isinstance(structure, (tuple, list)):
+        return type(structure)(_plain_keys(item) for item in structure)
+    if isinstance(structure, dict):
+        plain = {}
+        for key, item in structure.items():
+            if isinstance(key, str):
+                key = str(key)
+            elif isinstance(key, int) and not isinstance(key, bool):
+                key = int(key)
+            else:
+                raise TypeError(
+                    f"to_fx(): output dict key {key!r} ({type(key).__name__}) "
+                    f"cannot be written in a torch.fx graph; use str or int keys"
+                )
+            plain[key] = _plain_keys(item)
+        return plain
+    return structure
 
 
 BACKEND = TorchBackend()

@@ -1,0 +1,105 @@
+"""Every public name and every module works as the very first import of a
+fresh interpreter (then the test's funsor backend is set and the name is
+used), and the package's modules form no import cycle."""
+
+import concurrent.futures
+import importlib.util
+import os
+import subprocess
+import sys
+
+import funsor
+import pytest
+
+import funsor_lowering
+
+from .import_graph import find_cycles, import_graph, module_names
+
+BACKEND = funsor.get_backend()
+MODULES = sorted(module_names())
+NAMES = sorted(funsor_lowering.__all__) + ["__version__"]
+
+# Modules that need an optional dependency: (prefix, the packages it needs).
+OPTIONAL = {
+    "funsor_lowering.backends.torch_backend": ("torch",),
+    "funsor_lowering.backends.jax_backend": ("jax",),
+    "funsor_lowering.pyro": ("torch", "pyro"),
+}
+
+
+def _missing(module):
+    if module == "funsor_lowering.backends.jax_backend" and BACKEND != "jax":
+        return ["the jax backend (importing the jax adapter selects it)"]
+    for prefix, needs in OPTIONAL.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return [n for n in needs if importlib.util.find_spec(n) is None]
+    return []
+
+
+def _script(first_line, use):
+    return "\n".join(
+        [
+            first_line,
+            "import funsor",
+            f"funsor.set_backend({BACKEND!r})",
+            use,
+            "print('ok')",
+        ]
+    )
+
+
+def _run(script):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=os.path.dirname(os.path.dirname(funsor_lowering.__file__)),
+    )
+    return result.returncode, result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def results():
+    """All the fresh-interpreter runs, four at a time."""
+    scripts = {}
+    for name in NAMES:
+        scripts[name] = _script(
+            f"from funsor_lowering import {name}", f"assert {name} is not None"
+        )
+    for module in MODULES:
+        if not _missing(module):
+            scripts[module] = _script(
+                f"import {module}", f"import sys; assert {module!r} in sys.modules"
+            )
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        futures = {key: pool.submit(_run, script) for key, script in scripts.items()}
+        return {key: future.result() for key, future in futures.items()}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_public_name_as_first_import(results, name):
+    returncode, output = results[name]
+    assert returncode == 0 and output.strip().endswith("ok"), output
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_module_as_first_import(results, module):
+    missing = _missing(module)
+    if missing:
+        pytest.skip(f"needs {missing} (run in the tox env that installs it)")
+    returncode, output = results[module]
+    assert returncode == 0 and output.strip().endswith("ok"), output
+
+
+def test_modules_form_no_import_cycle():
+    graph = import_graph()
+    assert "funsor_lowering.tracer" in graph["funsor_lowering.pyro.autogaussian"]
+    assert find_cycles(graph) == []
+
+
+def test_the_cycle_check_finds_cycles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycles(graph) == [["a", "b", "c"]]

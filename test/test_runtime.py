@@ -1,0 +1,349 @@
+"""How programs run as a long-running service runs them: calls from many
+threads, the bounded signature cache, inputs and keys of any name, outputs
+that never alias the program's constants, pickles that leave funsor's
+backend alone, exact nested inputs."""
+
+import enum
+import linecache
+import pickle
+import threading
+from collections import OrderedDict
+
+import funsor
+import numpy as np
+import pytest
+from funsor import ops
+from funsor.domains import Bint, Reals
+from funsor.tensor import Tensor
+from funsor.terms import Variable
+
+from funsor_lowering import OpProgram, compile_function, compile_funsor, runtime
+from funsor_lowering.program import Operation
+
+from .helpers import assert_matches, from_numpy, run_in_fresh_process, to_numpy
+
+BACKEND = funsor.get_backend()
+
+
+def arrays_of(dtype, *shape, seed=0):
+    return from_numpy(np.random.RandomState(seed).randn(*shape).astype(dtype))
+
+
+# ------------------------------------------------------------------ threads
+def test_first_calls_from_eight_threads_return_their_own_results():
+    a, x = Variable("a", Reals[4, 4]), Variable("x", Reals[4])
+    expr = ((a @ x).exp() + x).sum() * x
+    wrong, errors = [], []
+    for round_ in range(30):
+        program = compile_funsor(expr)  # fresh: every thread's call is a first
+        inputs = [
+            {
+                "a": arrays_of("float64", 4, 4, seed=k),
+                "x": arrays_of("float64", 4, seed=k),
+            }
+            for k in range(8)
+        ]
+        barrier = threading.Barrier(8)
+        results = [None] * 8
+
+        def call(k, program=program, inputs=inputs, barrier=barrier, results=results):
+            barrier.wait()
+            try:
+                results[k] = program(**inputs[k])
+            except Exception as error:  # noqa: BLE001 (reported below)
+                errors.append(error)
+
+        threads = [threading.Thread(target=call, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for k in range(8):
+            arrays = {n: Tensor(v) for n, v in inputs[k].items()}
+            expected = to_numpy(expr(**arrays).data)
+            if not np.allclose(to_numpy(results[k]), expected):
+                wrong.append((round_, k))
+    assert not errors, errors[:3]
+    assert not wrong, f"{len(wrong)} of 240 calls returned another thread's result"
+
+
+# -------------------------------------------------------- signature cache
+def _two_dtypes():
+    if BACKEND == "jax":
+        import jax.numpy as jnp
+
+        return jnp.zeros(3, jnp.float32), jnp.zeros(3, jnp.float16)
+    return arrays_of("float64", 3), arrays_of("float32", 3)
+
+
+def test_seen_signatures_never_generate_code_nor_grow_linecache(monkeypatch):
+    program = compile_funsor((Variable("x", Reals[3]).exp() + 1).sum())
+    first, second = _two_dtypes()
+    program(x=first), program(x=second)  # both signatures seen
+    generated = []
+    define = runtime_define = __import__("funsor_lowering.codegen").codegen._define
+
+    def counting(*args, **kwargs):
+        generated.append(args)
+        return define(*args, **kwargs)
+
+    monkeypatch.setattr("funsor_lowering.codegen._define", counting)
+    cached = len(linecache.cache)
+    for _ in range(100):
+        program(x=first)
+        program(x=second)
+    assert generated == [] and runtime_define is define
+    assert len(linecache.cache) == cached
+    assert program.cache_info() == {"signatures": 2, "bodies": 1}
+
+
+def test_signature_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(runtime, "MAX_SIGNATURES", 1)
+    program = compile_funsor(Variable("x", Reals[3]) * 2)
+    first, second = _two_dtypes()
+    for value in (first, second, first):
+        assert_matches(program(x=value), to_numpy(value) * 2)
+        assert program.cache_info()["signatures"] == 1
+
+
+def test_generated_code_is_forgotten_with_its_program():
+    import gc
+
+    cached = len(linecache.cache)
+    for _ in range(20):
+        program = compile_funsor(Variable("x", Reals[3]).exp())
+        program(x=arrays_of("float64", 3))
+        del program
+    gc.collect()
+    assert len(linecache.cache) <= cached + 2
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "kwargs",
+        "args",
+        "_slow",
+        "slow",
+        "table",
+        "body",
+        "signature",
+        "program",
+        "v0",
+        "n0",
+        "_guard_shape0",
+        "_key",
+        "np",
+        "ops",
+        "inputs",
+    ],
+)
+def test_input_names_never_collide_with_generated_names(name):
+    x = Variable(name, Reals[3])
+    program = compile_funsor(x * x + 1)
+    value = arrays_of("float64", 3)
+    for _ in range(3):  # the checked call, then the generated entry
+        assert_matches(program(**{name: value}), to_numpy(value) ** 2 + 1)
+
+
+# ------------------------------------------------------------------ aliasing
+def _constant_outputs_program():
+    c = from_numpy(np.arange(6.0).reshape(2, 3))
+    ops_ = [Operation(ops.ReshapeOp(shape=(3, 2)), (0,)), Operation(ops.exp, (1,))]
+    return OpProgram([c], {"x": Reals[3]}, ops_, (0, 2, 3)), c
+
+
+def _write_into(array):
+    if BACKEND == "torch":
+        array.add_(100.0)
+    else:
+        array[...] = 100.0
+
+
+@pytest.mark.skipif(BACKEND == "jax", reason="jax arrays cannot be written into")
+def test_outputs_never_alias_constants():
+    program, c = _constant_outputs_program()
+    original = to_numpy(c).copy()
+    x = arrays_of("float64", 3)
+    for call in range(3):
+        constant, view, _ = program(x=x)
+        _write_into(constant)
+        _write_into(view)
+        assert np.array_equal(to_numpy(program.constants[0]), original), call
+    namespace = {}
+    exec(program.as_code(), namespace)
+    constant, view, _ = namespace["program"](x=x)
+    assert np.array_equal(to_numpy(constant), original)
+    _write_into(constant)
+    assert np.array_equal(to_numpy(namespace["program"](x=x)[0]), original)
+    assert np.array_equal(
+        to_numpy(pickle.loads(pickle.dumps(program)).constants[0]), original
+    )
+
+
+def test_compiled_constant_outputs_are_fresh_arrays():
+    @compile_function(x=Reals[2])
+    def program(x):
+        return {"one": Tensor(from_numpy(np.ones(2))), "x": x}
+
+    a, b = (
+        program(x=arrays_of("float64", 2))["one"],
+        program(x=arrays_of("float64", 2))["one"],
+    )
+    assert a is not b
+    assert np.array_equal(to_numpy(a), np.ones(2))
+
+
+# ------------------------------------------------------------------ names
+class Color(enum.IntEnum):
+    RED = 1
+    BLUE = 2
+
+
+NAMES = [
+    'a"b',
+    "a'b",
+    "new\nline",
+    "class",
+    "x²",
+    "ｍｕｌ",
+    "mul",
+    "ｗ",
+    "w",
+    "é",
+    "a b",
+]
+
+
+def _check_everywhere(program, arrays, expected):
+    assert_matches(program(**arrays), expected)
+    assert_matches(program(**arrays), expected)  # the generated entry
+    code = program.as_code()
+    assert code.isascii() or any(not n.isascii() for n in map(str, arrays))
+    namespace = {}
+    exec(code, namespace)
+    assert_matches(namespace["program"](**arrays), expected)
+    local = {}
+    exec(code, None, local)  # as funsor's own tests exec code
+    assert_matches(local["program"](**arrays), expected)
+    assert_matches(pickle.loads(pickle.dumps(program))(**arrays), expected)
+    assert_matches(program.jit()(**arrays), expected, rtol=1e-5)
+    str(program), program.to_dot()
+    if BACKEND == "torch":
+        module = program.to_fx()
+        leaves = program._validate(arrays)
+        assert_matches(module(*leaves), expected)
+
+
+def test_any_string_works_as_an_input_name():
+    variables = [Variable(n, Reals[2]) for n in NAMES]
+    expr = variables[0]
+    for k, v in enumerate(variables[1:]):
+        expr = expr * v if k % 2 else expr + v
+    arrays = {n: arrays_of("float64", 2, seed=k) for k, n in enumerate(NAMES)}
+    expected = expr(**{n: Tensor(v) for n, v in arrays.items()}).data
+    program = compile_funsor(expr)
+    assert all(name.isascii() for name in program.value_names)
+    _check_everywhere(program, arrays, expected)
+
+
+def test_nfkc_equivalent_names_stay_distinct():
+    x, mul = Variable("x", Reals[2]), Variable("ｍｕｌ", Reals[2])
+    program = compile_funsor(x * x + mul)
+    arrays = {"x": arrays_of("float64", 2), "ｍｕｌ": arrays_of("float64", 2, seed=1)}
+    expected = to_numpy(arrays["x"]) ** 2 + to_numpy(arrays["ｍｕｌ"])
+    _check_everywhere(program, arrays, expected)
+
+
+def test_numpy_str_and_int_enum_keys():
+    name = np.str_("x")
+
+    @compile_function(**{name: Reals[2]})
+    def program(x):
+        return {Color.RED: x.exp(), np.str_("neg"): {Color.BLUE: -x}}
+
+    value = arrays_of("float64", 2)
+    out = program(x=value)
+    assert_matches(out[Color.RED], np.exp(to_numpy(value)))
+    assert_matches(out["neg"][2], -to_numpy(value))
+    expected = {1: np.exp(to_numpy(value)), "neg": {2: -to_numpy(value)}}
+    _check_everywhere(program, {"x": value}, expected)
+
+
+def test_as_code_rejects_names_that_are_not_identifiers():
+    program = compile_funsor(Variable("x", Reals[2]) * 2)
+    for bad in ["two words", "class", "1x", "np", "", "ｆ"]:
+        with pytest.raises(ValueError, match="as_code"):
+            program.as_code(bad)
+
+
+# ------------------------------------------------------------------ nesting
+def test_extra_or_missing_nested_keys_are_rejected_by_name():
+    from funsor_lowering import trace_function
+
+    loc, scale = arrays_of("float64", 2), arrays_of("float64", 2, seed=1)
+    program = trace_function(
+        lambda p: ops.add(ops.exp(p["loc"]), p["scale"]), {"p": {"loc": loc, "scale": scale}}
+    )
+    for _ in range(2):  # checked call, then the generated entry
+        assert_matches(
+            program(p={"loc": loc, "scale": scale}),
+            np.exp(to_numpy(loc)) + to_numpy(scale),
+        )
+        with pytest.raises(
+            TypeError, match=r"input 'p': unexpected key\(s\) \['extra'\]"
+        ):
+            program(p={"loc": loc, "scale": scale, "extra": loc})
+        with pytest.raises(TypeError, match=r"missing key\(s\) \['scale'\]"):
+            program(p={"loc": loc})
+
+
+# ------------------------------------------------------------------ pickles
+def test_unpickling_never_changes_the_backend(tmp_path):
+    import subprocess
+    import sys
+
+    program = compile_funsor(Variable("x", Reals[2]).exp())
+    (tmp_path / "p.pkl").write_bytes(pickle.dumps(program))
+    script = (
+        "import pickle, sys, funsor\n"
+        "program = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+        "assert funsor.get_backend() == 'numpy', funsor.get_backend()\n"
+        "print(type(program).__name__, program.backend)\n"
+    )
+    if BACKEND == "jax":  # it cannot run beside numpy: a clear error
+        script += (
+            "try:\n"
+            "    program(x=None)\n"
+            "except RuntimeError as e:\n"
+            "    assert \"set_backend('jax')\" in str(e), e\n"
+            "else:\n"
+            "    raise SystemExit('no error')\n"
+            "assert funsor.get_backend() == 'numpy'\n"
+        )
+    result = subprocess.run(
+        [sys.executable, "-c", script, tmp_path / "p.pkl"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"OpProgram {BACKEND}" in result.stdout
+
+
+def test_pickled_program_runs_in_a_fresh_process(tmp_path):
+    program = compile_funsor(Variable("x", Reals[2]).exp())
+    x = arrays_of("float64", 2)
+    result = run_in_fresh_process(
+        program, {"x": x}, tmp_path, "funsor_lowering.compiler"
+    )
+    assert_matches(result, np.exp(to_numpy(x)))
+
+
+def test_bint_inputs_stay_leading_dims():
+    f = Variable("f", Reals[3])
+    idx = Tensor(from_numpy(np.array([0, 2])), OrderedDict(i=Bint[2]), 3)
+    program = compile_funsor(f[idx])
+    assert_matches(
+        program(f=from_numpy(np.array([1.0, 2.0, 3.0]))), np.array([1.0, 3.0])
+    )
