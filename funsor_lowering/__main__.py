@@ -12,8 +12,9 @@ def main(argv=None):
     if args.command == "demo":
         from .demo import main as run_demo
 
-        run_demo(args.backend)
+        return run_demo(args.backend)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -283,7 +283,8 @@ def test_extra_or_missing_nested_keys_are_rejected_by_name():
 
     loc, scale = arrays_of("float64", 2), arrays_of("float64", 2, seed=1)
     program = trace_function(
-        lambda p: ops.add(ops.exp(p["loc"]), p["scale"]), {"p": {"loc": loc, "scale": scale}}
+        lambda p: ops.add(ops.exp(p["loc"]), p["scale"]),
+        {"p": {"loc": loc, "scale": scale}},
     )
     for _ in range(2):  # checked call, then the generated entry
         assert_matches(
