@@ -18,6 +18,3 @@ from hypothesis import settings  # noqa: E402
 settings.register_profile("default", max_examples=100, deadline=None)
 settings.register_profile("large", max_examples=2000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
-
-# funsor has no numpy distributions: nothing to compile there.
-collect_ignore = ["test_distributions.py"] if BACKEND == "numpy" else []
