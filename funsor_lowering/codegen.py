@@ -20,6 +20,7 @@ Example::
 import itertools
 import linecache
 import operator
+import re
 import threading
 import weakref
 
@@ -143,6 +144,7 @@ VIEW_OP_NAMES = frozenset(
         "detach",
         "astype",
         "contiguous",
+        "einsum",  # numpy's einsum returns a view for a pure transposition
     }
 )
 
@@ -150,7 +152,7 @@ VIEW_OP_NAMES = frozenset(
 def constant_aliases(program):
     """Value numbers that may share memory with an array constant: the
     constants themselves and values derived from them by ops that may
-    return views (elementwise ops allocate; unknown ops are assumed not to)."""
+    return views (:data:`VIEW_OP_NAMES`; other ops allocate their results)."""
     aliases = {
         i
         for i, c in enumerate(program.constants)
@@ -158,12 +160,9 @@ def constant_aliases(program):
     }
     first = program.first_operation
     for k, operation in enumerate(program.operations):
-        op = operation.op
-        elementwise = isinstance(op, (ops.UnaryOp, ops.BinaryOp))
-        if elementwise and op.name not in VIEW_OP_NAMES:
-            continue
-        if any(a in aliases for a in operation.args):
-            aliases.add(first + k)
+        if operation.op.name in VIEW_OP_NAMES:
+            if any(a in aliases for a in operation.args):
+                aliases.add(first + k)
     return aliases
 
 
@@ -502,8 +501,8 @@ def generate_module_source(program, name="program"):
             definitions.append(f"{var} = {literal}")
         else:
             definitions.append(f"{var} = {python_literal(obj)}")
-    for module, alias in (("numpy", "np"), ("torch", "torch")):
-        if f"{alias}." in source:
+    for module, alias in (("numpy", "np"), ("torch", "torch"), ("jax.numpy", "jnp")):
+        if re.search(rf"\b{alias}\.", source):
             imports.add(
                 f"import {module}" + (f" as {alias}" if alias != module else "")
             )
