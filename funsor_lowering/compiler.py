@@ -26,8 +26,9 @@ from .backends import array_backend
 from .errors import short_repr
 from .layout import align, align_expanded
 from .lowering import LoweredTuple, build, lower_term
-from .passes import optimize
-from .program import Operation, OpProgram, ValueType, iter_leaves, map_leaves
+from .program import ValueType, iter_leaves, map_leaves
+from .program.editor import Editor
+from .program.passes import optimize
 from .subprograms import inline_segments
 
 
@@ -165,75 +166,55 @@ def gc_paused():
 
 
 class ProgramBuilder:
-    """Turns lowered funsors into an :class:`OpProgram` (A-normal form).
+    """Turns lowered funsors into an :class:`OpProgram` (A-normal form),
+    through the program :class:`~funsor_lowering.program.editor.Editor`.
     Cons-hashing of funsor terms makes equal subterms one value."""
 
     def __init__(self, inputs, input_types=None):
         self.inputs = OrderedDict(inputs)
-        self.input_types = dict(input_types or {})
-        self.constants = []  # (term, data)
-        self.operations = []  # (term, op, arg_terms, packed)
-        self.ids = {}
+        overrides = {k: t for k, t in (input_types or {}).items() if k in self.inputs}
+        self.editor = Editor({**self.inputs, **overrides})
+        self.refs = {
+            Variable(name, domain): self.editor.input(k)
+            for k, (name, domain) in enumerate(self.inputs.items())
+        }
 
     def build(self, lowered_structure):
         for leaf in iter_leaves(lowered_structure):
             self._visit(leaf)
-        number = {}
-        for i, term in enumerate(t for t, _ in self.constants):
-            number[term] = i
-        first_input = len(self.constants)
-        for i, name in enumerate(self.inputs):
-            number[Variable(name, self.inputs[name])] = first_input + i
-        first_op = first_input + len(self.inputs)
-        for k, (term, *_rest) in enumerate(self.operations):
-            number[term] = first_op + k
-        operations = [
-            Operation(op, tuple(number[a] for a in args), packed)
-            for term, op, args, packed in self.operations
-        ]
-        value_types = [ValueType.from_domain(t.output) for t, *_ in self.operations]
-        output = map_leaves(lambda term: number[term], lowered_structure)
-        return OpProgram(
-            [data for _, data in self.constants],
-            {
-                **self.inputs,
-                **{k: t for k, t in self.input_types.items() if k in self.inputs},
-            },
-            operations,
-            output,
-            value_types=value_types,
-        )
+        output = map_leaves(lambda term: self.refs[term], lowered_structure)
+        return self.editor.finish(output)
 
     def _visit(self, root):
         stack = [(root, False)]
         while stack:
             term, children_done = stack.pop()
-            if term in self.ids:
+            if term in self.refs:
                 continue
             args = _operation_args(term)
             if args is None:
-                self._leaf(term)
+                self.refs[term] = self._leaf(term)
                 continue
             if not children_done:
                 stack.append((term, True))
-                stack.extend((a, False) for a in reversed(args) if a not in self.ids)
+                stack.extend((a, False) for a in reversed(args) if a not in self.refs)
                 continue
-            op, packed = term.op, isinstance(term, Finitary)
-            self.ids[term] = len(self.ids)
-            self.operations.append((term, op, args, packed))
+            self.refs[term] = self.editor.emit(
+                term.op,
+                [self.refs[a] for a in args],
+                isinstance(term, Finitary),
+                ValueType.from_domain(term.output),
+            )
 
     def _leaf(self, term):
-        self.ids[term] = len(self.ids)
         if isinstance(term, (Number, Tensor)) and not term.inputs:
-            self.constants.append((term, term.data))
-        elif isinstance(term, Variable) and term.output.dtype == "real":
-            if self.inputs.get(term.name) != term.output:
-                raise ValueError(f"undeclared program input {term.name!r}")
-        else:
-            raise TypeError(
-                f"not a lowered funsor: {short_repr(term)}; expected real "
-                f"Variables, constants without inputs, Unary, Binary, Finitary"
-            )
+            return self.editor.add_constant(term.data)
+        if isinstance(term, Variable) and term.output.dtype == "real":
+            raise ValueError(f"undeclared program input {term.name!r}")
+        raise TypeError(
+            f"not a lowered funsor: {short_repr(term)}; expected real "
+            f"Variables, constants without inputs, Unary, Binary, Finitary"
+        )
 
 
 def _operation_args(term):

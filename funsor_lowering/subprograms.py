@@ -8,7 +8,7 @@ Example::
     >>> import numpy as np
     >>> from funsor import ops
     >>> from funsor.domains import Reals
-    >>> from funsor_lowering.program import Operation
+    >>> from funsor_lowering.program import Operation, OpProgram
     >>> sub = OpProgram([], {"x": Reals[2]}, [Operation(ops.exp, (0,))], (1,))
     >>> segment = SegmentProgram(sub, [Reals[2]])
     >>> call = Operation(SegmentOutputOp(segment=segment, index=0), (0,), packed=True)
@@ -20,8 +20,7 @@ Example::
 from funsor import ops
 from funsor.domains import find_domain
 
-from .program import OpProgram
-from .structure import map_leaves
+from .program.editor import Editor
 
 
 class SegmentProgram:
@@ -59,48 +58,19 @@ def inline_segments(program):
     segment's operations, inlined once per segment and arguments."""
     if not any(isinstance(o.op, SegmentOutputOp) for o in program.operations):
         return program
-    n_constants, n_inputs = len(program.constants), len(program._input_leaves)
-    constants = list(program.constants)
-    operations, types = [], []  # operations over ("c"|"i"|"o", k) refs
-    refs = [("c", k) for k in range(n_constants)]
-    refs += [("i", k) for k in range(n_inputs)]
     calls = {}
 
-    def inline(sub, args):
-        sub_refs = []
-        for value in sub.constants:
-            constants.append(value)
-            sub_refs.append(("c", len(constants) - 1))
-        sub_refs += args
-        for operation, value_type in zip(sub.operations, sub._operation_types):
-            operations.append((operation, [sub_refs[a] for a in operation.args]))
-            types.append(value_type)
-            sub_refs.append(("o", len(operations) - 1))
-        return [sub_refs[k] for k in sub.output]
+    def inline(editor, operation, args, value_type):
+        if not isinstance(operation.op, SegmentOutputOp):
+            return None
+        segment = operation.op.defaults["segment"]
+        key = (id(segment), tuple(args))
+        if key not in calls:
+            calls[key] = editor.inline(segment.program, args)
+        return calls[key][operation.op.defaults["index"]]
 
-    for k, operation in enumerate(program.operations):
-        args = [refs[a] for a in operation.args]
-        if isinstance(operation.op, SegmentOutputOp):
-            segment = operation.op.defaults["segment"]
-            key = (id(segment), tuple(args))
-            if key not in calls:
-                calls[key] = inline(segment.program, args)
-            refs.append(calls[key][operation.op.defaults["index"]])
-        else:
-            operations.append((operation, args))
-            types.append(program._operation_types[k])
-            refs.append(("o", len(operations) - 1))
+    editor = Editor.of(program)
+    return editor.finish(editor.copy_operations(program, inline))
 
-    first = {"c": 0, "i": len(constants), "o": len(constants) + n_inputs}
 
-    def number(ref):
-        return first[ref[0]] + ref[1]
-
-    return OpProgram(
-        constants,
-        program.input_types,
-        [op.replace(args=tuple(map(number, args))) for op, args in operations],
-        map_leaves(lambda n: number(refs[n]), program.output),
-        value_types=types,
-        backend=program.backend,
-    )
+__all__ = ["SegmentOutputOp", "SegmentProgram", "inline_segments", "segment_output"]

@@ -44,7 +44,6 @@ from funsor.util import get_backend
 
 from . import gaussian_patterns, rules, shapes  # noqa: F401  (register lowering and shape rules)
 from .backends import array_backend
-from .codegen import bind_call
 from .errors import UnsupportedTermError
 from .extra_ops import (
     RANDOM_OP_TYPES,
@@ -55,17 +54,17 @@ from .extra_ops import (
 )
 from .layout import align, union_batch
 from .lowering import Lowerer
-from .passes import optimize
 from .patching import MethodPatch, Patches
 from .program import (
-    Operation,
-    OpProgram,
     ValueType,
     iter_paths,
     map_leaves,
     path_suffix,
     value_type_of,
 )
+from .program.codegen import bind_call
+from .program.editor import Editor
+from .program.passes import optimize
 from .rng_keys import KEY_INPUT, KeySource, draw_key
 
 RANDOM_OPS = RANDOM_OP_TYPES
@@ -545,19 +544,16 @@ def _eager_data(value):
 
 
 def _build_program(recorder, kwargs, input_types, result, allow_constants):
+    editor = Editor(input_types, get_backend())
     inputs = [
         recorder.node(leaf)
         for value in kwargs.values()
         for _, leaf in iter_paths(value)
     ]
-    constants, operations, number = [], [], {}
-
-    def constant(value):
-        constants.append(value)
-        return Ref("c", len(constants) - 1)
+    number = {id(node): editor.input(k) for k, node in enumerate(inputs)}
 
     def visit(root, where):
-        """Number every node ``root`` needs (iteratively, in topological order)."""
+        """Emit every node ``root`` needs (iteratively, in topological order)."""
         stack = [(root, False)]
         while stack:
             node, done = stack.pop()
@@ -567,7 +563,7 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
                 array, consumer = node.tainted
                 raise _untraced(array, f"{where} (through {consumer!r})")
             if not node.live:  # computed from constants only: a constant
-                number[id(node)] = constant(node.value)
+                number[id(node)] = editor.add_constant(node.value)
                 continue
             if node.op is None:
                 raise NotImplementedError(
@@ -582,14 +578,12 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
                 stack.append((node, True))
                 stack.extend((a, False) for a in pending)
                 continue
-            args = []
-            for a in node.args:
-                args.append(number[id(a)] if isinstance(a, Node) else constant(a))
-            operations.append((node.op, args, node.packed, node.value))
-            number[id(node)] = Ref("o", len(operations) - 1)
-
-    for k, node in enumerate(inputs):
-        number[id(node)] = Ref("i", k)
+            args = [
+                number[id(a)] if isinstance(a, Node) else editor.add_constant(a)
+                for a in node.args
+            ]
+            value_type = value_type_of(node.value, recorder.backend)
+            number[id(node)] = editor.emit(node.op, args, node.packed, value_type)
 
     def output(value):
         if isinstance(value, Funsor):
@@ -599,42 +593,15 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
             )
         node = recorder.node(value) if recorder._is_array(value) else None
         if node is None and isinstance(value, numbers.Number):
-            return constant(value)
+            return editor.add_constant(value)
         if node is None:
             if not allow_constants:
                 raise _untraced(value, "an output")
-            return constant(value)
+            return editor.add_constant(value)
         visit(node, "an output")
         return number[id(node)]
 
-    structure = map_leaves(output, result)
-    first_input, first_op = len(constants), len(constants) + len(inputs)
-
-    def index(ref):
-        return {"c": 0, "i": first_input, "o": first_op}[ref.kind] + ref.k
-
-    program_ops = [
-        Operation(op, tuple(index(a) for a in args), packed)
-        for op, args, packed, _ in operations
-    ]
-    types = [value_type_of(value, recorder.backend) for *_, value in operations]
-    program = OpProgram(
-        constants,
-        input_types,
-        program_ops,
-        map_leaves(index, structure),
-        value_types=types,
-    )
-    return optimize(program)
-
-
-class Ref:
-    """A value of the program being built: constant, input or operation k."""
-
-    __slots__ = ("kind", "k")
-
-    def __init__(self, kind, k):
-        self.kind, self.k = kind, k
+    return optimize(editor.finish(map_leaves(output, result)))
 
 
 def _untraced(value, where):

@@ -9,14 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from funsor_lowering import compile_funsor, trace_function
-from funsor_lowering.passes import (
+from funsor_lowering.program import Operation, OpProgram, ValueType
+from funsor_lowering.program.passes import (
+    PassResult,
     eliminate_common_subexpressions,
     eliminate_dead_code,
     fold_constants,
     optimize,
     simplify,
 )
-from funsor_lowering.program import Operation, OpProgram, ValueType
 
 from .helpers import assert_matches, backend_randn
 
@@ -27,8 +28,13 @@ PASSES = [
     simplify,
     eliminate_common_subexpressions,
     eliminate_dead_code,
-    optimize,
 ]
+
+
+def optimize_pipeline(program):
+    """``optimize`` (which returns the program) as a pass."""
+    optimized = optimize(program)
+    return PassResult(optimized, optimized is not program)
 
 
 def real(shape):
@@ -153,13 +159,21 @@ def programs(draw):
     return sketch.program(outputs)
 
 
-@pytest.mark.parametrize("run_pass", PASSES, ids=lambda p: p.__name__)
+@pytest.mark.parametrize(
+    "run_pass", PASSES + [optimize_pipeline], ids=lambda p: p.__name__
+)
 @settings(deadline=None, max_examples=60)
 @given(program=programs())
 def test_pass_preserves_results(run_pass, program):
     arrays = {"x": backend_randn(2, 3), "y": backend_randn(3)}
     expected = program(**arrays)
-    optimized = run_pass(program)
+    optimized, modified = run_pass(program)
+    changed = (optimized.operations, len(optimized.constants), repr(optimized.output))
+    if run_pass is not optimize_pipeline:
+        assert modified == (
+            changed
+            != (program.operations, len(program.constants), repr(program.output))
+        )
     assert optimized.input_types == program.input_types
     assert len(optimized.operations) <= len(program.operations) + 1
     assert_matches(optimized(**arrays), expected, rtol=1e-5, atol=1e-6)
@@ -181,8 +195,8 @@ def test_cse_merges_equal_operations():
         a, b = s.emit(ops.tanh, [3], (2, 3)), s.emit(ops.tanh, [3], (2, 3))
         return s.emit(ops.add, [a, b], (2, 3))
 
-    program = eliminate_common_subexpressions(sketch_program(build))
-    assert op_names(eliminate_dead_code(program)) == ["tanh", "add"]
+    program = eliminate_common_subexpressions(sketch_program(build)).program
+    assert op_names(eliminate_dead_code(program).program) == ["tanh", "add"]
 
 
 def test_dce_drops_unused_operations_and_constants():
@@ -190,8 +204,16 @@ def test_dce_drops_unused_operations_and_constants():
         s.emit(ops.exp, [4], (3,))  # unused
         return s.emit(ops.tanh, [3], (2, 3))
 
-    program = eliminate_dead_code(sketch_program(build))
+    program = eliminate_dead_code(sketch_program(build)).program
     assert op_names(program) == ["tanh"] and program.constants == ()
+
+
+@settings(deadline=None, max_examples=30)
+@given(program=programs())
+def test_passes_report_no_change_at_the_fixed_point(program):
+    optimized = optimize(program)
+    for run_pass in PASSES:
+        assert run_pass(optimized).modified is False, run_pass.__name__
 
 
 def test_simplify_removes_identities_and_units():
@@ -235,8 +257,8 @@ def test_constant_folding_computes_constants_but_never_draws():
         e = s.emit(ops.exp, [2], (3,))
         return s.emit(ops.add, [e, 4], (3,))
 
-    program = fold_constants(sketch_program(build))
-    assert op_names(eliminate_dead_code(program)) == ["add"]
+    program = fold_constants(sketch_program(build)).program
+    assert op_names(eliminate_dead_code(program).program) == ["add"]
 
     def draw(x):  # two equal draws: neither folded nor merged
         return ops.add(ops.randn(x, (3,)), ops.randn(x, (3,)))

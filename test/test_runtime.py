@@ -17,8 +17,8 @@ from funsor.domains import Bint, Reals
 from funsor.tensor import Tensor
 from funsor.terms import Variable
 
-from funsor_lowering import OpProgram, compile_function, compile_funsor, runtime
-from funsor_lowering.program import Operation
+from funsor_lowering import OpProgram, compile_function, compile_funsor
+from funsor_lowering.program import Operation, codegen, runtime
 
 from .helpers import assert_matches, from_numpy, run_in_fresh_process, to_numpy
 
@@ -81,13 +81,13 @@ def test_seen_signatures_never_generate_code_nor_grow_linecache(monkeypatch):
     first, second = _two_dtypes()
     program(x=first), program(x=second)  # both signatures seen
     generated = []
-    define = runtime_define = __import__("funsor_lowering.codegen").codegen._define
+    define = runtime_define = codegen._define
 
     def counting(*args, **kwargs):
         generated.append(args)
         return define(*args, **kwargs)
 
-    monkeypatch.setattr("funsor_lowering.codegen._define", counting)
+    monkeypatch.setattr("funsor_lowering.program.codegen._define", counting)
     cached = len(linecache.cache)
     for _ in range(100):
         program(x=first)
@@ -231,7 +231,7 @@ def _check_everywhere(program, arrays, expected):
     str(program), program.to_dot()
     if BACKEND == "torch":
         module = program.to_fx()
-        leaves = program._validate(arrays)
+        leaves = program.validate(arrays)
         assert_matches(module(*leaves), expected)
 
 

@@ -62,7 +62,7 @@ class JaxBackend(ArrayBackend):
         structure = map_leaves(lambda _: next(counter), program.output)
 
         def flat(kwargs):
-            return tuple(iter_leaves(program._run_checked(kwargs)))
+            return tuple(iter_leaves(program.run_checked(kwargs)))
 
         jitted = jax.jit(flat)
 

@@ -77,7 +77,7 @@ class TracedProgram:
         self.structure = map_leaves(lambda _: next(counter), program.output)
 
     def __call__(self, **kwargs):
-        leaves = self.program._validate(kwargs)
+        leaves = self.program.validate(kwargs)
         key = tuple((tuple(v.shape), v.dtype) for v in leaves)
         traced = self.traced.get(key)
         if traced is None:
@@ -86,7 +86,7 @@ class TracedProgram:
         return map_leaves(lambda k: flat[k], self.structure)
 
     def _trace(self, leaves):
-        fn, _ = self.program._runtime.body(leaves)  # the trace runs the body
+        fn = self.program.specialized(leaves)  # the trace runs the body
 
         def flat_program(*arrays):
             return tuple(iter_leaves(fn(*arrays)))

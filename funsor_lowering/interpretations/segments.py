@@ -81,7 +81,8 @@ from funsor.typing import get_origin
 
 from ..backends import array_backend
 from ..errors import NeedsEagerValues
-from ..program import OpProgram, iter_leaves, map_leaves, value_type_of
+from ..program import map_leaves, value_type_of
+from ..program.editor import Editor, Ref
 from ..rng_keys import KeySource
 from ..subprograms import SegmentOutputOp, SegmentProgram, segment_output
 from ..tracer import (
@@ -176,33 +177,14 @@ class Segment:
 def _used_inputs_only(program):
     """``program`` without the inputs no output depends on, and the
     positions of those it keeps."""
-    first_op = len(program.constants) + len(program.input_types)
-    needed, stack = set(), list(iter_leaves(program.output))
-    while stack:
-        value = stack.pop()
-        if value not in needed:
-            needed.add(value)
-            if value >= first_op:
-                stack.extend(program.operations[value - first_op].args)
-    n_constants = len(program.constants)
-    used = [k for k in range(len(program.input_types)) if n_constants + k in needed]
-    if len(used) == len(program.input_types):
-        return program, used
-    number = list(range(n_constants))
-    number += [
-        n_constants + used.index(k) if k in used else None
-        for k in range(len(program.input_types))
-    ]
-    number += [n_constants + len(used) + i for i in range(len(program.operations))]
+    editor = Editor.of(program)
+    output = editor.copy_operations(program)
+    live = editor.live(output)
     names = list(program.input_types)
-    return OpProgram(
-        program.constants,
-        {names[k]: program.input_types[names[k]] for k in used},
-        [o.replace(args=tuple(number[a] for a in o.args)) for o in program.operations],
-        map_leaves(lambda n: number[n], program.output),
-        value_types=program._operation_types,
-        backend=program.backend,
-    ), used
+    used = [k for k in range(len(names)) if Ref("i", k) in live]
+    if len(used) == len(names):
+        return program, used
+    return editor.finish(output, inputs=[names[k] for k in used]), used
 
 
 class World:

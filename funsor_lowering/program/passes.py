@@ -1,5 +1,7 @@
 """Program passes: each takes an :class:`~funsor_lowering.OpProgram` and
-returns an equivalent one (same inputs, same outputs on every input).
+returns a :class:`PassResult`: an equivalent program (same inputs, same
+outputs on every input) and whether it changed. They edit programs through
+:class:`~funsor_lowering.program.editor.Editor`.
 
 - :func:`fold_constants`: operations on constants only are computed now
   (never random ops, and never into constants much larger than their inputs);
@@ -37,124 +39,43 @@ Example::
 
 import math
 import numbers
+from typing import NamedTuple
 
 from funsor import ops
 
-from .extra_ops import RANDOM_OP_TYPES
-from .program import Operation, OpProgram, iter_leaves, map_leaves, value_type_of
+from ..backends import array_backend
+from ..extra_ops import RANDOM_OP_TYPES
+from ..structure import iter_leaves
+from .editor import Editor, Ref
+from .ir import OpProgram
 
 # Largest constant folding may create, in elements, unless its inputs are
 # as large (expanding a constant is cheaper at run time than storing it).
 FOLD_LIMIT = 4096
 
 
-class Ref:
-    """A value of a program being rebuilt: constant (``"c"``), input leaf
-    (``"i"``) or operation (``"o"``) number ``k``. Not a tuple, so output
-    nestings keep their shape."""
+class PassResult(NamedTuple):
+    """What a pass returns (as torch.fx's ``PassResult``): the program, and
+    whether the pass changed it."""
 
-    __slots__ = ("kind", "k")
-
-    def __init__(self, kind, k):
-        self.kind, self.k = kind, k
-
-    def __eq__(self, other):
-        return isinstance(other, Ref) and (self.kind, self.k) == (other.kind, other.k)
-
-    def __hash__(self):
-        return hash((self.kind, self.k))
+    program: OpProgram
+    modified: bool
 
 
-class _Editor:
-    """Rebuilds a program from :class:`Ref` s, renumbered at the end."""
+def _result(before, after):
+    return PassResult(after, _signature(after) != _signature(before))
 
-    def __init__(self, program):
-        self.program = program
-        self.constants = list(program.constants)
-        self.operations = []  # (Operation with ref args, ValueType or None)
-        self.remap = {}  # old value number -> ref
-        first_input = len(program.constants)
-        for i in range(first_input):
-            self.remap[i] = Ref("c", i)
-        for i in range(first_input, program.first_operation):
-            self.remap[i] = Ref("i", i - first_input)
-        self.input_types = [leaf for _, _, leaf in program._input_leaves]
 
-    def value_type(self, ref):
-        kind, k = ref.kind, ref.k
-        if kind == "c":
-            return value_type_of(self.constants[k], self.program._array_backend)
-        if kind == "i":
-            return self.input_types[k]
-        return self.operations[k][1]
-
-    def constant_value(self, ref):
-        """The value of a constant ref, else ``None``."""
-        return self.constants[ref.k] if ref.kind == "c" else None
-
-    def producer(self, ref):
-        """The Operation (with ref args) that computes ``ref``, or ``None``."""
-        return self.operations[ref.k][0] if ref.kind == "o" else None
-
-    def add_constant(self, value):
-        self.constants.append(value)
-        return Ref("c", len(self.constants) - 1)
-
-    def emit(self, op, args, packed, value_type):
-        self.operations.append((Operation(op, tuple(args), packed), value_type))
-        return Ref("o", len(self.operations) - 1)
-
-    def finish(self, output, keep=None):
-        """The new program; with ``keep`` (a set of refs), only those
-        operations and constants (dead code elimination)."""
-        if keep is None:
-            keep = set(
-                [Ref("c", k) for k in range(len(self.constants))]
-                + [Ref("o", k) for k in range(len(self.operations))]
-            )
-        number = {}
-        constants = []
-        for k, value in enumerate(self.constants):
-            if Ref("c", k) in keep:
-                number[Ref("c", k)] = len(constants)
-                constants.append(value)
-        first_input = len(constants)
-        for k in range(len(self.input_types)):
-            number[Ref("i", k)] = first_input + k
-        next_value = first_input + len(self.input_types)
-        operations, types = [], []
-        for k, (operation, value_type) in enumerate(self.operations):
-            if Ref("o", k) in keep:
-                number[Ref("o", k)] = next_value
-                next_value += 1
-                args = tuple(number[a] for a in operation.args)
-                operations.append(operation.replace(args=args))
-                types.append(value_type)
-        program = self.program
-        return OpProgram(
-            constants,
-            program.input_types,
-            operations,
-            map_leaves(lambda ref: number[ref], output),
-            value_types=types,
-            backend=program.backend,
-        )
+def _signature(program):
+    return (len(program.constants), program.operations, repr(program.output))
 
 
 def _rewrite(program, rule):
-    """Apply ``rule(editor, operation, args, value_type)`` to every operation
-    in order (``args``: its arguments' new refs); it returns the ref of the
-    value replacing the operation's, or ``None`` to keep the operation."""
-    editor = _Editor(program)
-    types = program.value_types
-    for k, operation in enumerate(program.operations):
-        old = program.first_operation + k
-        args = [editor.remap[a] for a in operation.args]
-        ref = rule(editor, operation, args, types[old])
-        if ref is None:
-            ref = editor.emit(operation.op, args, operation.packed, types[old])
-        editor.remap[old] = ref
-    return editor.finish(map_leaves(lambda i: editor.remap[i], program.output))
+    """Apply ``rule`` (see :meth:`Editor.copy_operations`) to every
+    operation in order."""
+    editor = Editor.of(program)
+    output = editor.copy_operations(program, rule)
+    return _result(program, editor.finish(output))
 
 
 def is_random(op):
@@ -165,7 +86,7 @@ def is_random(op):
 def fold_constants(program):
     """Compute operations whose arguments are all constants (not random
     ones), unless the result would be much larger than its inputs."""
-    backend = program._array_backend
+    backend = array_backend(program.backend)
 
     def rule(editor, operation, args, value_type):
         values = [editor.constant_value(a) for a in args]
@@ -330,7 +251,7 @@ def eliminate_common_subexpressions(program):
         key = (operation.op, tuple(args), operation.packed)
         if key in seen:
             return seen[key]
-        seen[key] = Ref("o", len(editor.operations))
+        seen[key] = Ref("o", len(editor.operations))  # the one emitted next
         return None
 
     return _rewrite(program, rule)
@@ -339,24 +260,9 @@ def eliminate_common_subexpressions(program):
 # ------------------------------------------------------------------------ DCE
 def eliminate_dead_code(program):
     """Drop operations and constants that no output depends on."""
-    editor = _Editor(program)
-    types = program.value_types
-    for k, operation in enumerate(program.operations):
-        args = [editor.remap[a] for a in operation.args]
-        old = program.first_operation + k
-        op, packed = operation.op, operation.packed
-        editor.remap[old] = editor.emit(op, args, packed, types[old])
-    output = map_leaves(lambda i: editor.remap[i], program.output)
-    keep = set()
-    stack = list(iter_leaves(output))
-    while stack:
-        ref = stack.pop()
-        if ref in keep:
-            continue
-        keep.add(ref)
-        if ref.kind == "o":
-            stack.extend(editor.operations[ref.k][0].args)
-    return editor.finish(output, keep)
+    editor = Editor.of(program)
+    output = editor.copy_operations(program)
+    return _result(program, editor.finish(output, editor.live(output)))
 
 
 # ------------------------------------------------------------------- pipeline
@@ -369,21 +275,19 @@ PASSES = (
 
 
 def optimize(program, passes=PASSES, max_rounds=4):
-    """Run ``passes`` in order until the program stops changing."""
+    """Run ``passes`` in order until none changes the program."""
     for _ in range(max_rounds):
-        before = _signature(program)
+        modified = False
         for run_pass in passes:
-            program = run_pass(program)
-        if _signature(program) == before:
+            program, changed = run_pass(program)
+            modified = modified or changed
+        if not modified:
             break
     return program
 
 
-def _signature(program):
-    return (len(program.constants), program.operations, repr(program.output))
-
-
 __all__ = [
+    "PassResult",
     "eliminate_common_subexpressions",
     "eliminate_dead_code",
     "fold_constants",

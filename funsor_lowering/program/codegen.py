@@ -28,10 +28,10 @@ import numpy
 from funsor import ops
 from funsor.registry import PartialDefault
 
-from . import extra_ops
-from .backends.base import python_literal
+from .. import extra_ops
+from ..backends.base import python_literal
+from ..structure import iter_leaves, map_leaves
 from .naming import RESERVED, Namespace, is_plain_identifier
-from .structure import iter_leaves, map_leaves
 
 _COUNTER = itertools.count()
 

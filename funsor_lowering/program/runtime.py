@@ -34,8 +34,8 @@ Example::
 import threading
 from collections import OrderedDict
 
+from ..structure import path_suffix
 from .codegen import build_body, build_entry, build_unresolved
-from .structure import path_suffix
 
 # Bounds of the caches: signatures seen (per program) and generated bodies
 # (one per tuple of input types: numpy arrays, tensors, jax tracers ...).
@@ -62,7 +62,7 @@ class Runtime:
                 f"({', '.join(map(repr, self.program.inputs))}), got "
                 f"{len(args)} positional argument(s)"
             )
-        values = self.program._validate(kwargs)
+        values = self.program.validate(kwargs)
         body, outputs = self.body(values)
         self.remember(kwargs, body)
         return body(*values) if outputs is None else outputs

@@ -30,11 +30,11 @@ import numbers
 from funsor.domains import Domain
 from funsor.util import get_backend
 
-from .backends import array_backend
-from .backends.base import dtype_kind
+from ..backends import array_backend
+from ..backends.base import dtype_kind
+from ..structure import iter_leaves, iter_paths, lookup, map_leaves, path_suffix
 from .naming import Namespace
 from .runtime import Runtime, check_nesting
-from .structure import iter_leaves, iter_paths, lookup, map_leaves, path_suffix
 
 
 class Operation:
@@ -147,14 +147,14 @@ def _nbytes(value):
     return int(getattr(value, "nbytes", 8))  # arrays; 8 for Python numbers
 
 
-def _as_value_type(spec):
+def as_value_type(spec):
     """A ValueType, or a nesting of tuples, lists and dicts of them."""
     if isinstance(spec, ValueType):
         return spec
     if isinstance(spec, Domain):
         return ValueType.from_domain(spec)
     if isinstance(spec, (tuple, list, dict)):
-        return map_leaves(_as_value_type, spec)
+        return map_leaves(as_value_type, spec)
     raise TypeError(f"expected a ValueType or funsor domain, got {spec!r}")
 
 
@@ -180,7 +180,7 @@ class OpProgram:
     ):
         self.constants = tuple(constants)
         self.input_types = {
-            name: _as_value_type(spec) for name, spec in dict(inputs).items()
+            name: as_value_type(spec) for name, spec in dict(inputs).items()
         }
         self.operations = tuple(operations)
         self.output = output
@@ -287,17 +287,23 @@ class OpProgram:
         so a call costs no extra Python frame; see :class:`Runtime`)."""
         return self._runtime.entry
 
-    def _run_checked(self, kwargs):
-        """Validate and run, without the cached entry: the body backends
-        jit, which call it with their own tracer types."""
-        return self._runtime.run_validated(self._validate(kwargs))
+    def run_checked(self, kwargs):
+        """Validate ``kwargs`` and run, without the signature table: what
+        backends jit, calling it with their own tracer types."""
+        return self._runtime.run_validated(self.validate(kwargs))
+
+    def specialized(self, leaves):
+        """The generated body for the types of validated input ``leaves``:
+        a function of the leaves, positionally (what ``torch.jit.trace``
+        traces)."""
+        return self._runtime.body(leaves)[0]
 
     def cache_info(self):
         """Sizes of the call caches: ``signatures`` seen and generated
-        ``bodies`` (see :mod:`funsor_lowering.runtime`)."""
+        ``bodies`` (see :mod:`funsor_lowering.program.runtime`)."""
         return self._runtime.cache_info()
 
-    def _validate(self, kwargs):
+    def validate(self, kwargs):
         """The input arrays (leaves, in order) of a call, checked against the
         program's inputs: names, nesting, array types, shapes and dtypes."""
         if len(kwargs) != len(self.input_types) or not all(
@@ -361,7 +367,7 @@ class OpProgram:
                 f"to_fx() needs a program built on the torch backend; this one "
                 f"runs on {self.backend}"
             )
-        from .backends.torch_backend import program_to_fx
+        from ..backends.torch_backend import program_to_fx
         from .codegen import evaluate
 
         backend = self._array_backend
