@@ -39,7 +39,7 @@ def test_docs_refer_to_no_file_outside_the_repository():
     for doc in DOCS:
         for target in re.findall(r"\]\(([^)#:]+)\)", doc.read_text()):
             assert (doc.parent / target).exists(), f"{doc.name} links to {target}"
-        assert "shared" not in doc.read_text() and "DESIGN.md" not in doc.read_text()
+        assert "../shared" not in doc.read_text() and "DESIGN.md" not in doc.read_text()
 
 
 @pytest.mark.parametrize("code, needs", BLOCKS)
