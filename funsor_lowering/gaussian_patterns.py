@@ -28,14 +28,13 @@ trace. Anything else returns ``None`` (funsor's own patterns apply).
 import math
 from collections import OrderedDict
 
-import funsor.distribution
 from funsor import ops
 from funsor.affine import affine_inputs, is_affine
 from funsor.cnf import Contraction
 from funsor.delta import Delta
 from funsor.domains import Bint, Real, Reals
-from funsor.gaussian import Gaussian, GaussianMeta
-from funsor.interpretations import eager, reflect
+from funsor.gaussian import Gaussian
+from funsor.interpretations import reflect
 from funsor.interpreter import gensym
 from funsor.tensor import Tensor, get_default_prototype
 from funsor.terms import (
@@ -51,9 +50,9 @@ from funsor.terms import (
 )
 
 from . import gaussian_algebra as ga
+from . import hooks
 from .layout import align_expanded
 from .lowering import Lowered
-from .patching import FunctionPatch, MethodPatch, Patches, PatternPatch
 from .rng_keys import draw_key
 
 COMPRESSION_THRESHOLD = 2  # funsor's Gaussian.compression_threshold default
@@ -533,19 +532,19 @@ def _plate(g, names):
 
 # funsor calls these Gaussian methods directly (substitute, eager Reduce);
 # while tracing they are replaced by the ops-only versions below.
-_ORIGINAL_EAGER_SUBS = Gaussian.__dict__["eager_subs"]
-_ORIGINAL_EAGER_REDUCE = Gaussian.__dict__["eager_reduce"]
 
 
 def _eager_subs(self, subs):
     result = substitute(self, subs)
-    return _ORIGINAL_EAGER_SUBS(self, subs) if result is None else result
+    return (
+        hooks.original("Gaussian.eager_subs")(self, subs) if result is None else result
+    )
 
 
 def _eager_reduce(self, op, reduced_vars):
     result = reduce(op, (self,), reduced_vars)
     if result is None:
-        return _ORIGINAL_EAGER_REDUCE(self, op, reduced_vars)
+        return hooks.original("Gaussian.eager_reduce")(self, op, reduced_vars)
     return result
 
 
@@ -564,7 +563,9 @@ def _sample(self, sampled_vars, sample_inputs, rng_key):
         return self
     g = NamedGaussian.of(self)
     if any(k in g.ints for k in sampled):
-        return _ORIGINAL_SAMPLE(self, sampled_vars, sample_inputs, rng_key)
+        return hooks.original("Gaussian._sample")(
+            self, sampled_vars, sample_inputs, rng_key
+        )
     names = [k for k in g.reals if k in sampled]
     g = g.reorder_reals(names)
     kept = OrderedDict((k, d) for k, d in g.reals.items() if k not in sampled)
@@ -617,9 +618,6 @@ def _sample(self, sampled_vars, sample_inputs, rng_key):
     return result
 
 
-_ORIGINAL_SAMPLE = Gaussian.__dict__["_sample"]
-
-
 def _eager_add(op, lhs, rhs):
     return add(lhs, rhs)
 
@@ -669,18 +667,19 @@ def _standard_form(loc, value, inputs, domain, white_vec, prec_sqrt, constant):
 
 
 def ops_only_gaussians():
-    """A context manager in which funsor's Gaussian constructor and its
-    ``eager_subs`` / ``eager_reduce`` compute with ``funsor.ops`` only."""
-    return Patches(
-        MethodPatch(GaussianMeta, "__call__", make_gaussian),
+    """Hook replacements (:mod:`funsor_lowering.hooks`) under which funsor's
+    Gaussian constructor, ``+``, ``eager_subs``, ``eager_reduce``, sampling
+    and Normal / MVN conversion compute with ``funsor.ops`` only."""
+    return {
+        "GaussianMeta.__call__": make_gaussian,
         # funsor's Contraction patterns dispatch to this one directly
-        PatternPatch(eager, Binary, (ops.AddOp, Gaussian, Gaussian), _eager_add),
-        MethodPatch(Gaussian, "eager_subs", _eager_subs),
-        MethodPatch(Gaussian, "eager_reduce", _eager_reduce),
-        MethodPatch(Gaussian, "_sample", _sample),
-        FunctionPatch(eager, funsor.distribution.eager_normal, _eager_normal),
-        FunctionPatch(eager, funsor.distribution.eager_mvn, _eager_mvn),
-    )
+        "eager Gaussian + Gaussian": _eager_add,
+        "Gaussian.eager_subs": _eager_subs,
+        "Gaussian.eager_reduce": _eager_reduce,
+        "Gaussian._sample": _sample,
+        "distribution.eager_normal": _eager_normal,
+        "distribution.eager_mvn": _eager_mvn,
+    }
 
 
 __all__ = ["NamedGaussian", "interpret", "make_gaussian", "ops_only_gaussians"]

@@ -8,19 +8,21 @@ Example::
     True
 """
 
+import contextvars
+
 from funsor.util import get_backend
 
 from .extra_ops import split_key
 
 # The input name of the key of programs that draw on jax.
 KEY_INPUT = "rng_key"
+# The innermost active KeySource in this context (thread, task).
+_ACTIVE = contextvars.ContextVar("funsor_lowering key source", default=None)
 
 
 class KeySource:
     """Where keyed draws (jax) that were given no key take theirs: each draw
     splits a fresh key off ``key``, a program input (recorded ops)."""
-
-    active = None
 
     def __init__(self, key):
         self.key = key  # None: draws need a key of their own
@@ -32,11 +34,11 @@ class KeySource:
         return key
 
     def __enter__(self):
-        self._outer, KeySource.active = KeySource.active, self
+        self._token = _ACTIVE.set(self)
         return self
 
     def __exit__(self, *args):
-        KeySource.active = self._outer
+        _ACTIVE.reset(self._token)
 
 
 def draw_key(rng_key):
@@ -45,9 +47,10 @@ def draw_key(rng_key):
         return None
     if rng_key is not None:
         return rng_key
-    if KeySource.active is None or KeySource.active.key is None:
+    source = _ACTIVE.get()
+    if source is None or source.key is None:
         raise ValueError(
             "sampling on the jax backend needs an rng_key: pass one to "
             "funsor's sample / MonteCarlo(rng_key=...) as a traced input"
         )
-    return KeySource.active.next()
+    return source.next()

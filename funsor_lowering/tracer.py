@@ -32,17 +32,15 @@ from collections import OrderedDict
 import funsor.delta
 import numpy as np
 from funsor import ops
-from funsor.distribution import Distribution
 from funsor.domains import Real
 from funsor.gaussian import Gaussian
 from funsor.interpretations import Interpretation, eager, normalize, reflect
-from funsor.ops.op import Op
 from funsor.tensor import Tensor
 from funsor.terms import Align, Funsor, Number, Slice, Subs, Tuple, Variable
 from funsor.typing import get_origin
 from funsor.util import get_backend
 
-from . import gaussian_patterns, rules, shapes  # noqa: F401  (register lowering and shape rules)
+from . import gaussian_patterns, hooks, rules, shapes  # noqa: F401  (register lowering and shape rules)
 from .backends import array_backend
 from .errors import UnsupportedTermError
 from .extra_ops import (
@@ -54,7 +52,6 @@ from .extra_ops import (
 )
 from .layout import align, union_batch
 from .lowering import Lowerer
-from .patching import MethodPatch, Patches
 from .program import (
     ValueType,
     iter_paths,
@@ -106,7 +103,7 @@ class OpRecorder:
         self.nodes = {}  # id(value) -> Node
         self.keep = []  # holds values so their ids stay unique
         self._depth = 0
-        self._original = None
+        self._hooks = None
 
     def node(self, value):
         return self.nodes.get(id(value))
@@ -117,28 +114,30 @@ class OpRecorder:
         return node
 
     def __enter__(self):
-        self._original = Op.__call__
+        original = hooks.original("Op.__call__")
         recorder = self
 
         def traced_call(op, *args, **kwargs):
             if recorder._depth or _on_funsors(args):
                 # inside a recorded op; or an op on funsors, which builds a
                 # term whose evaluation records its own ops
-                return recorder._original(op, *args, **kwargs)
+                return original(op, *args, **kwargs)
             if isinstance(op, ops.RandnOp) and get_backend() == "jax":
                 args, kwargs = _with_draw_key(op, args, kwargs)
             recorder._depth += 1
             try:
-                result = recorder._original(op, *args, **kwargs)
+                result = original(op, *args, **kwargs)
             finally:
                 recorder._depth -= 1
             return recorder.record(op, args, kwargs, result)
 
-        Op.__call__ = traced_call
+        self._hooks = hooks.replaced({"Op.__call__": traced_call})
+        self._hooks.__enter__()
         return self
 
     def __exit__(self, *args):
-        Op.__call__ = self._original
+        hooks_, self._hooks = self._hooks, None
+        return hooks_.__exit__(*args)
 
     def record(self, op, args, kwargs, result):
         """Record ``op(*args, **kwargs) == result``; returns the result."""
@@ -277,10 +276,7 @@ def traced_tensor_eager_subs(self, subs):
         result = evaluate_by_lowering(Subs(self, subs))
         if result is not None:
             return result
-    return _ORIGINAL_TENSOR_EAGER_SUBS(self, subs)
-
-
-_ORIGINAL_TENSOR_EAGER_SUBS = Tensor.__dict__["eager_subs"]
+    return hooks.original("Tensor.eager_subs")(self, subs)
 
 
 def _has_free_variables(args):
@@ -304,7 +300,9 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
 
     value = self.value
     if not isinstance(value, Variable) or value.name not in sampled_vars:
-        return _ORIGINAL_SAMPLE(self, sampled_vars, sample_inputs, rng_key)
+        return hooks.original("Distribution._sample")(
+            self, sampled_vars, sample_inputs, rng_key
+        )
     lowerer = Lowerer(fold=False)
     params = [lowerer.lower(p) for p in self._ast_values[:-1]]
     batch = union_batch(*params)
@@ -342,7 +340,9 @@ def traced_tensor_sample(self, sampled_vars, sample_inputs, rng_key):
     with ``funsor.ops``, where funsor's own works on ``.data`` directly."""
     sampled_vars = sampled_vars.intersection(self.inputs)
     if not sampled_vars or self.output != Real:
-        return _ORIGINAL_TENSOR_SAMPLE(self, sampled_vars, sample_inputs, rng_key)
+        return hooks.original("Tensor._sample")(
+            self, sampled_vars, sample_inputs, rng_key
+        )
     sample_inputs = OrderedDict(
         (k, d) for k, d in sample_inputs.items() if k not in self.inputs
     )
@@ -391,20 +391,19 @@ def traced_tensor_sample(self, sampled_vars, sample_inputs, rng_key):
     return total
 
 
-_ORIGINAL_SAMPLE = Distribution.__dict__["_sample"]
-_ORIGINAL_TENSOR_SAMPLE = Tensor.__dict__["_sample"]
-
-
-def tracing_patches(backend):
-    """While tracing: funsor's samplers record their draws as live ops,
-    funsor's Gaussians compute with ops, and the backend routes its own
-    calls (jax's key splitting) through ops."""
-    return Patches(
-        MethodPatch(Distribution, "_sample", traced_distribution_sample),
-        MethodPatch(Tensor, "_sample", traced_tensor_sample),
-        MethodPatch(Tensor, "eager_subs", traced_tensor_eager_subs),
-        gaussian_patterns.ops_only_gaussians(),
-        backend.tracing_patches(),
+def tracing_hooks(backend):
+    """While tracing (a context manager: see :mod:`funsor_lowering.hooks`):
+    funsor's samplers record their draws as live ops, funsor's Gaussians
+    compute with ops, and the backend routes its own calls (jax's key
+    splitting) through ops."""
+    return hooks.replaced(
+        {
+            "Distribution._sample": traced_distribution_sample,
+            "Tensor._sample": traced_tensor_sample,
+            "Tensor.eager_subs": traced_tensor_eager_subs,
+            **gaussian_patterns.ops_only_gaussians(),
+            **backend.tracing_hooks(),
+        }
     )
 
 
@@ -435,7 +434,7 @@ def trace_function(fn, kwargs, *, allow_constants=False):
         input_types[name] = map_leaves(
             lambda a: ValueType(tuple(a.shape), backend.dtype_kind(a)), value
         )
-    with tracing_patches(backend), recorder, TracingInterpretation():
+    with tracing_hooks(backend), recorder, TracingInterpretation():
         result = fn(**kwargs)
     return _build_program(recorder, kwargs, input_types, result, allow_constants)
 

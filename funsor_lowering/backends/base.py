@@ -1,6 +1,5 @@
 """The interface each backend adapter implements."""
 
-import contextlib
 import importlib
 import math
 
@@ -83,10 +82,11 @@ class ArrayBackend:
         program itself: numpy has no jit)."""
         return program
 
-    def tracing_patches(self):
-        """A context manager active while tracing: routes backend calls that
-        funsor makes outside ``funsor.ops`` (jax's key splitting) through ops."""
-        return contextlib.nullcontext()
+    def tracing_hooks(self):
+        """Hook replacements (:mod:`funsor_lowering.hooks`) in effect while
+        tracing: route backend calls that funsor makes outside ``funsor.ops``
+        (jax's key splitting) through ops."""
+        return {}
 
 
 def dtype_kind(dtype):

@@ -6,7 +6,6 @@ import funsor
 if funsor.get_backend() != "jax":
     funsor.set_backend("jax")
 
-import contextlib  # noqa: E402
 import itertools  # noqa: E402
 import typing  # noqa: E402
 
@@ -16,6 +15,7 @@ import numpy as np  # noqa: E402
 from funsor import ops  # noqa: E402
 from funsor.jax.ops import array as _funsor_jax_arrays  # noqa: E402
 
+from .. import hooks  # noqa: E402
 from ..extra_ops import categorical_sample, split_key  # noqa: E402
 from ..structure import iter_leaves, map_leaves  # noqa: E402
 from .base import ArrayBackend  # noqa: E402
@@ -72,18 +72,13 @@ class JaxBackend(ArrayBackend):
 
         return call
 
-    @contextlib.contextmanager
-    def tracing_patches(self):
+    def tracing_hooks(self):
         # funsor's MonteCarlo splits its key with jax.random.split, outside
         # funsor.ops; while tracing, split through the split_key op instead.
         def split(key, num=2):
             return tuple(split_key(key, index=i, num=num) for i in range(num))
 
-        jax.random.split = split
-        try:
-            yield
-        finally:
-            jax.random.split = _jax_split
+        return {"jax.random.split": split}
 
 
 def _amin(x, axis=None, keepdims=False):
@@ -96,12 +91,12 @@ def _amin(x, axis=None, keepdims=False):
 ops.amin.register(_funsor_jax_arrays)(_amin)
 
 
+hooks.install_jax_hooks()
+
+
 @split_key.register(_funsor_jax_arrays)
 def _split_key(key, index=0, num=2):
-    return _jax_split(key, num)[index]
-
-
-_jax_split = jax.random.split  # unpatched, for while tracing patches it
+    return hooks.original("jax.random.split")(key, num)[index]
 
 
 # funsor's dispatch reads typing's Tuple / Union, not the builtin forms

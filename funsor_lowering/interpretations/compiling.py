@@ -21,8 +21,9 @@ Example::
     array(6.)
 """
 
+import functools
+
 from funsor.adjoint import AdjointTape
-from funsor.gaussian import GaussianMeta
 from funsor.interpretations import (
     Interpretation,
     StatefulInterpretation,
@@ -33,6 +34,7 @@ from funsor.interpretations import (
 from funsor.interpreter import get_interpretation
 from funsor.terms import Align, Funsor, Subs, substitute
 
+from .. import hooks
 from ..backends import array_backend
 from ..compiler import compile_structure
 from ..errors import NeedsEagerValues
@@ -44,10 +46,19 @@ from .eager_steps import (
     TapeEntry,
     record_symbolically,
     sample_patterns,
-    symbolic_patches,
+    symbolic_hooks,
 )
-from .recording import KEY_DOMAIN, OPEN_BLOCKS, Recording
-from .segments import LAZY_TERMS, Segment
+from .recording import (
+    KEY_DOMAIN,
+    Recording,
+    block_state,
+    interpreting,
+    interpreting_depth,
+    open_blocks,
+    pop_block,
+    push_block,
+)
+from .segments import LAZY_TERMS, segment_running
 
 
 def _has_real_inputs(arg):
@@ -63,84 +74,61 @@ class SymbolicDataError(AttributeError):
     ``AttributeError``, as funsor's ``hasattr`` checks expect)."""
 
 
-class NoData:
-    """``Funsor.data`` while compiling, for funsors that hold no array
-    (a non-data descriptor: a Tensor's own ``data`` attribute wins)."""
-
-    def __get__(self, funsor, owner=None):
-        if funsor is None:
-            return self
-        raise SymbolicDataError(
-            f".data of a symbolic {type(funsor).__name__} with inputs "
-            f"{list(funsor.inputs)}: a compiling block has no arrays; compute "
-            f"with funsor terms and funsor.ops, or use "
-            f"funsor_lowering.trace_function on concrete arrays"
-        )
+def _no_data(funsor):
+    """``Funsor.data`` in a block, for funsors that hold no array."""
+    raise SymbolicDataError(
+        f".data of a symbolic {type(funsor).__name__} with inputs "
+        f"{list(funsor.inputs)}: a compiling block has no arrays; compute "
+        f"with funsor terms and funsor.ops, or use "
+        f"funsor_lowering.trace_function on concrete arrays"
+    )
 
 
-class ConcreteValueGuard:
-    """While a compiling block is open, ``float()``, ``int()``, ``bool()``
-    and ``.item()`` of a funsor with free real inputs raise a ``TypeError``
-    that says why and points to ``trace_function`` (funsor's own errors
-    there are about argument types or ambiguous truth values), and so does
-    ``.data`` of a funsor without an array (:class:`SymbolicDataError`). A
-    Gaussian built from symbolic arrays raises :class:`NeedsEagerValues`;
-    sampling and the adjoint tape run as segments (:mod:`.eager_steps`)."""
+def _concrete_value_guard(name):
+    """``float()``, ``int()``, ``bool()`` or ``.item()`` (``name``) of a
+    funsor in a block: a ``TypeError`` that says why and points to
+    ``trace_function`` where the funsor has free real inputs (funsor's own
+    errors there are about argument types or ambiguous truth values)."""
+    key = f"Funsor.{name}"
+    convert = {"__float__": float, "__int__": int}.get(name)
 
-    METHODS = ("__float__", "__int__", "__index__", "__bool__", "item")
-    _depth = 0
-    _saved = {}
+    def guarded(self):
+        if _has_real_inputs(self):
+            real = [k for k, d in self.inputs.items() if d.dtype == "real"]
+            raise TypeError(
+                f"{name.strip('_')}() needs a concrete value, but this funsor "
+                f"depends on symbolic inputs {real} while compiling: "
+                f"{type(self).__name__}. Compiled code cannot branch on or "
+                f"convert values; use funsor_lowering.trace_function to trace "
+                f"code that needs concrete values."
+            )
+        original = hooks.original(key)
+        if original is not None:
+            return original(self)
+        if convert is not None:
+            return convert(self.data)
+        return self.data.item()
 
-    @classmethod
-    def _patches(cls):
-        """(owner, attribute, replacement) for every patched attribute."""
-        patches = [(Funsor, name, cls._guard(name)) for name in cls.METHODS]
-        patches.append((Funsor, "data", NoData()))
-        patches.append((GaussianMeta, "__call__", _gaussian_from_funsors))
-        patches.append((reflect, "interpret", _recording_reflect))
-        return patches + symbolic_patches()
+    guarded.__name__ = name
+    return guarded
 
-    @classmethod
-    def install(cls):
-        if cls._depth == 0:
-            for owner, name, replacement in cls._patches():
-                cls._saved[owner, name] = owner.__dict__.get(name)
-                setattr(owner, name, replacement)
-        cls._depth += 1
 
-    @classmethod
-    def uninstall(cls):
-        cls._depth -= 1
-        if cls._depth == 0:
-            for (owner, name), original in cls._saved.items():
-                if original is None:
-                    delattr(owner, name)
-                else:
-                    setattr(owner, name, original)
-
-    @classmethod
-    def _guard(cls, name):
-        original = Funsor.__dict__.get(name)
-        convert = {"__float__": float, "__int__": int, "__index__": int}.get(name)
-
-        def guarded(self):
-            if _has_real_inputs(self):
-                real = [k for k, d in self.inputs.items() if d.dtype == "real"]
-                raise TypeError(
-                    f"{name.strip('_')}() needs a concrete value, but this funsor "
-                    f"depends on symbolic inputs {real} while compiling: "
-                    f"{type(self).__name__}. Compiled code cannot branch on or "
-                    f"convert values; use funsor_lowering.trace_function to trace "
-                    f"code that needs concrete values."
-                )
-            if original is not None:
-                return original(self)
-            if convert is not None:
-                return convert(self.data)
-            return self.data.item()
-
-        guarded.__name__ = name
-        return guarded
+def block_hooks():
+    """The hook replacements (:mod:`funsor_lowering.hooks`) in effect while
+    a compiling block is open: conversions of symbolic funsors refuse,
+    ``.data`` of a funsor without an array raises :class:`SymbolicDataError`,
+    a Gaussian built from symbolic arrays raises :class:`NeedsEagerValues`,
+    lazily built terms are recorded, and sampling and the adjoint tape run
+    as segments (:mod:`.eager_steps`)."""
+    replacements = {
+        f"Funsor.{name}": _concrete_value_guard(name)
+        for name in ("__float__", "__int__", "__bool__", "item")
+    }
+    replacements["Funsor.data"] = _no_data
+    replacements["GaussianMeta.__call__"] = _gaussian_from_funsors
+    replacements["reflect.interpret"] = _recording_reflect
+    replacements.update(symbolic_hooks())
+    return replacements
 
 
 _EAGER_ONLY = (
@@ -159,10 +147,7 @@ def _gaussian_from_funsors(cls, *args, **kwargs):
             "a Gaussian built from symbolic arrays (its white_vec, prec_sqrt, "
             "... are program inputs) " + _EAGER_ONLY
         )
-    return _ORIGINAL_GAUSSIAN_CALL(cls, *args, **kwargs)
-
-
-_ORIGINAL_GAUSSIAN_CALL = GaussianMeta.__call__
+    return hooks.original("GaussianMeta.__call__")(cls, *args, **kwargs)
 
 
 class CompilingInterpretation(Interpretation):
@@ -176,46 +161,49 @@ class CompilingInterpretation(Interpretation):
 
     def __init__(self, name="compiling"):
         super().__init__(name)
-        self.recording = Recording()
-        self._outer = self._outer_tapes = ()
+
+    @property
+    def recording(self):
+        """The :class:`Recording` of this interpretation's latest block in
+        this context (thread, task)."""
+        return block_state(self).recording
 
     def __enter__(self):
-        if self not in OPEN_BLOCKS:
+        state = block_state(self)
+        if not any(block is self for block in open_blocks()):
             # funsor re-enters the active interpretation (substitute does):
             # only an outermost block starts a fresh recording
-            self.recording = Recording()
-            self._outer, self._outer_tapes = _outer_interpretations(
+            state.recording = Recording()
+            state.outer, state.outer_tapes = _outer_interpretations(
                 get_interpretation()
             )
-            for tape in self._outer_tapes:
-                record_symbolically(tape, self.recording)
-        ConcreteValueGuard.install()
-        OPEN_BLOCKS.append(self)
+            for tape in state.outer_tapes:
+                record_symbolically(tape, state.recording)
+        hook_context = hooks.replaced(_block_hooks())
+        hook_context.__enter__()
+        state.hook_contexts.append(hook_context)
+        push_block(self)
         return super().__enter__()
 
     def __exit__(self, *args):
         try:
             return super().__exit__(*args)
         finally:
-            OPEN_BLOCKS.remove(self)
-            ConcreteValueGuard.uninstall()
-
-    _depth = 0  # > 0 while any compiling interpretation interprets a term
+            pop_block(self)
+            block_state(self).hook_contexts.pop().__exit__(None, None, None)
 
     def interpret(self, cls, *args):
-        CompilingInterpretation._depth += 1
-        try:
+        state = block_state(self)
+        with interpreting():
             result = None
-            for outer in self._outer:
+            for outer in state.outer:
                 result = outer.interpret(cls, *args)
                 if result is not None:
                     break
             if result is None:
                 result = self._interpret(cls, *args)
-        finally:
-            CompilingInterpretation._depth -= 1
-        if not CompilingInterpretation._depth:  # a call of user code
-            for tape in self._outer_tapes:
+        if not interpreting_depth():  # a call of user code
+            for tape in state.outer_tapes:
                 tape.symbolic_entries.append(TapeEntry(cls, args, result))
         return result
 
@@ -303,13 +291,15 @@ def _outer_interpretations(interp):
 
 def _recording_reflect(cls, *args):
     """funsor's ``reflect`` while a block is open: records lazy terms."""
-    result = _ORIGINAL_REFLECT(cls, *args)
-    if not CompilingInterpretation._depth and not Segment.running:
+    result = hooks.original("reflect.interpret")(cls, *args)
+    if not interpreting_depth() and not segment_running():
         LAZY_TERMS[id(result)] = result
     return result
 
 
-_ORIGINAL_REFLECT = reflect.interpret
+@functools.cache
+def _block_hooks():
+    return block_hooks()
 
 
 compiling = CompilingInterpretation()

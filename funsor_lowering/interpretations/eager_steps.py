@@ -42,16 +42,19 @@ from funsor.integrate import Integrate
 from funsor.interpreter import get_interpretation
 from funsor.terms import Binary, Funsor, Number, Subs, to_funsor
 
+from .. import hooks
 from .recording import current_recording
-from .segments import Segment, _structure, pushed
+from .segments import Segment, _structure, pushed, segment_running
 
 
 # ------------------------------------------------------------------ sampling
 def symbolic_sample(self, sampled_vars, sample_inputs=None, rng_key=None):
     """``Funsor.sample`` in a compiling block: a segment that samples the
     shadow of ``self``; its free real inputs are the segment's inputs."""
-    if Segment.running:  # a shadow samples as funsor does
-        return ORIGINAL_SAMPLE(self, sampled_vars, sample_inputs, rng_key)
+    if segment_running():  # a shadow samples as funsor does
+        return hooks.original("Funsor.sample")(
+            self, sampled_vars, sample_inputs, rng_key
+        )
     sampled = frozenset(
         v.name for v in funsor.terms._convert_reduced_vars(sampled_vars, self.inputs)
     )
@@ -62,7 +65,9 @@ def symbolic_sample(self, sampled_vars, sample_inputs=None, rng_key=None):
 
     def draw(world):
         shadow = world.shadow(self)
-        sample = ORIGINAL_SAMPLE(shadow, sampled, sample_inputs, rng_key)
+        sample = hooks.original("Funsor.sample")(
+            shadow, sampled, sample_inputs, rng_key
+        )
         return None if sample is shadow else sample
 
     samples = segment.run(draw)
@@ -80,9 +85,6 @@ def _sampled_names(term):
     if isinstance(term, Binary) and term.op is ops.add:
         return _sampled_names(term.lhs) | _sampled_names(term.rhs)
     return frozenset()
-
-
-ORIGINAL_SAMPLE = Funsor.__dict__["sample"]
 
 
 def sample_patterns(cls, args):
@@ -166,9 +168,9 @@ class TapeEntry:
 def tape_enter(tape):
     """``AdjointTape.__enter__`` in a compiling block: the tape records the
     calls it sees symbolically."""
-    if not Segment.running:
+    if not segment_running():
         record_symbolically(tape, current_recording())
-    return ORIGINAL_TAPE_ENTER(tape)
+    return hooks.original("AdjointTape.__enter__")(tape)
 
 
 def record_symbolically(tape, recording):
@@ -194,10 +196,10 @@ def tape_stack_reinterpret(x):
     symbolic tape is on top: one entry for the whole expression."""
     tape = get_interpretation().subinterpretations[0]
     entries = getattr(tape, "symbolic_entries", None)
-    if entries is None or Segment.running:
-        return ORIGINAL_STACK_REINTERPRET(x)
+    if entries is None or segment_running():
+        return hooks.original("adjoint.stack_reinterpret")(x)
     with pushed(tape._old_interpretation):
-        result = ORIGINAL_STACK_REINTERPRET(x)
+        result = hooks.original("adjoint.stack_reinterpret")(x)
     entries.append(TapeEntry(None, (x,), result))
     return result
 
@@ -211,12 +213,12 @@ def _tape_adjoint(tape, sum_op, bin_op, root, targets=None, *, batch_vars=frozen
 
     def replay(world):
         real_tape = AdjointTape()
-        ORIGINAL_TAPE_ENTER(real_tape)
+        hooks.original("AdjointTape.__enter__")(real_tape)
         try:
             for entry in entries:
                 args = world.shadow(entry.args)
                 if entry.cls is None:
-                    value = ORIGINAL_STACK_REINTERPRET(args[0])
+                    value = hooks.original("adjoint.stack_reinterpret")(args[0])
                 else:
                     value = entry.cls(*args)
                 world.remember(entry.result, value)
@@ -255,24 +257,20 @@ def _unshadow(world, key):
     return term
 
 
-ORIGINAL_TAPE_ENTER = AdjointTape.__dict__["__enter__"]
-ORIGINAL_STACK_REINTERPRET = funsor.interpreter.stack_reinterpret
-
-
-def symbolic_patches():
-    """(owner, attribute, replacement) installed while a compiling block is
-    open: sampling and the adjoint tape run as segments."""
-    return [
-        (Funsor, "sample", symbolic_sample),
-        (AdjointTape, "__enter__", tape_enter),
-        (funsor.adjoint, "stack_reinterpret", tape_stack_reinterpret),
-    ]
+def symbolic_hooks():
+    """Hook replacements (:mod:`funsor_lowering.hooks`) in effect while a
+    compiling block is open: sampling and the adjoint tape run as segments."""
+    return {
+        "Funsor.sample": symbolic_sample,
+        "AdjointTape.__enter__": tape_enter,
+        "adjoint.stack_reinterpret": tape_stack_reinterpret,
+    }
 
 
 __all__ = [
     "TapeEntry",
     "record_symbolically",
     "sample_patterns",
-    "symbolic_patches",
+    "symbolic_hooks",
     "symbolic_sample",
 ]

@@ -7,6 +7,10 @@ Example::
     Recording(folded=0, normalized=0)
 """
 
+import contextlib
+import contextvars
+import weakref
+
 from funsor.domains import Reals
 from funsor.terms import Variable
 
@@ -46,10 +50,71 @@ class Recording:
         return f"Recording(folded={self.folded}, normalized={self.normalized})"
 
 
-# The compiling interpretations whose ``with`` block is open, innermost last.
-OPEN_BLOCKS = []
+class BlockState:
+    """One compiling interpretation's state in one context (thread, task):
+    its latest block's :class:`Recording`, the stateful interpretations and
+    adjoint tapes in effect where the block opened, and the hook contexts
+    its open ``with`` blocks entered."""
+
+    __slots__ = ("recording", "outer", "outer_tapes", "hook_contexts")
+
+    def __init__(self):
+        self.recording = Recording()
+        self.outer = self.outer_tapes = ()
+        self.hook_contexts = []
+
+
+# Per context: the compiling interpretations whose ``with`` block is open
+# (innermost last), how deep interpretation calls of open blocks nest, and
+# each interpretation's BlockState (weakly keyed).
+_OPEN_BLOCKS = contextvars.ContextVar("open compiling blocks", default=())
+_DEPTH = contextvars.ContextVar("compiling interpretation depth", default=0)
+_STATES = contextvars.ContextVar("compiling block states", default=None)
+
+
+def open_blocks():
+    """The compiling interpretations whose block is open in this context."""
+    return _OPEN_BLOCKS.get()
+
+
+def push_block(interp):
+    _OPEN_BLOCKS.set(_OPEN_BLOCKS.get() + (interp,))
+
+
+def pop_block(interp):
+    blocks = list(_OPEN_BLOCKS.get())
+    del blocks[len(blocks) - 1 - blocks[::-1].index(interp)]
+    _OPEN_BLOCKS.set(tuple(blocks))
+
+
+def block_state(interp):
+    """``interp``'s :class:`BlockState` in this context."""
+    states = _STATES.get()
+    if states is None:
+        states = weakref.WeakKeyDictionary()
+        _STATES.set(states)
+    state = states.get(interp)
+    if state is None:
+        state = states[interp] = BlockState()
+    return state
+
+
+@contextlib.contextmanager
+def interpreting():
+    """Marks an interpretation call of a compiling block (they nest when
+    funsor's patterns build terms)."""
+    token = _DEPTH.set(_DEPTH.get() + 1)
+    try:
+        yield
+    finally:
+        _DEPTH.reset(token)
+
+
+def interpreting_depth():
+    """How deep compiling interpretation calls nest here (0: user code)."""
+    return _DEPTH.get()
 
 
 def current_recording():
     """The recording of the innermost open compiling block."""
-    return OPEN_BLOCKS[-1].recording
+    return block_state(_OPEN_BLOCKS.get()[-1]).recording

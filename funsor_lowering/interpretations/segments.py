@@ -39,6 +39,7 @@ values). Example::
     array([50., 50., 50., 50.])
 """
 
+import contextvars
 import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -92,9 +93,19 @@ from ..tracer import (
     UntracedValueError,
     _build_program,
     same_program,
-    tracing_patches,
+    tracing_hooks,
 )
-from .recording import OPEN_BLOCKS
+from .recording import block_state, open_blocks
+
+# > 0 in a context while a world runs: funsor's own code applies.
+_RUNNING = contextvars.ContextVar("segment running", default=0)
+
+
+def segment_running():
+    """Whether a segment's world runs in this context (funsor's own sampler
+    and tape apply to its shadows)."""
+    return _RUNNING.get() > 0
+
 
 # Terms user code built lazily (``reflect``, ``lazy``) in compiling blocks,
 # by id (compiling records them): shadows of these stay lazy, as funsor's
@@ -126,8 +137,6 @@ class Segment:
         step's inputs (substituted by example arrays); others stay symbolic.
     :param recording: the block's :class:`~.compiling.Recording`.
     """
-
-    running = 0  # > 0 while a world runs: funsor's own code applies
 
     def __init__(self, params, recording):
         self.params = frozenset(params)
@@ -211,13 +220,13 @@ class World:
 
     @contextmanager
     def running(self):
-        Segment.running += 1
+        token = _RUNNING.set(_RUNNING.get() + 1)
         try:
-            with tracing_patches(self.segment.backend), self.recorder, self.keys:
+            with tracing_hooks(self.segment.backend), self.recorder, self.keys:
                 with self.interp:
                     yield
         finally:
-            Segment.running -= 1
+            _RUNNING.reset(token)
 
     def run(self, fn):
         with self.running():
@@ -321,8 +330,8 @@ def shadow_interpretation(interp):
     those a compiling block applies from outside it."""
     subs = []
     for sub in _flatten(interp):
-        if any(sub is block for block in OPEN_BLOCKS):  # a compiling block
-            subs.extend(sub._outer)
+        if any(sub is block for block in open_blocks()):  # a compiling block
+            subs.extend(block_state(sub).outer)
         elif isinstance(sub, StatefulInterpretation):
             subs.append(sub)
     subs.append(TracingInterpretation())

@@ -1,0 +1,320 @@
+"""Every hook funsor_lowering has into funsor, in one place.
+
+Compiling blocks and tracing need funsor to behave differently while they
+run (record op calls, refuse ``float()`` of symbolic terms, compute
+Gaussians with ``funsor.ops`` only ...). Nothing is patched or unpatched when
+a block opens or closes: each hook below is installed once, when this module
+is imported, and picks its behaviour from a :class:`contextvars.ContextVar`.
+:func:`replaced` selects replacements for the current context only, so
+threads (and tasks) never see each other's, and an exception leaves nothing
+behind. Outside any block every hook calls funsor's original.
+
+Installing checks that each original is the funsor function this module
+expects (by module and qualified name) and fails with an ``ImportError``
+naming it otherwise (another funsor version, or another library's patch).
+
+funsor 0.4.8 keeps its interpretation stack in one process-wide list, so a
+``with`` block in one thread would change how every other thread's funsor
+code is interpreted; :class:`ContextStack` makes it context-local.
+
+Example::
+
+    >>> from funsor.terms import Funsor
+    >>> from funsor_lowering import hooks
+    >>> def refuse(self):
+    ...     raise TypeError("no truth value while compiling")
+    >>> with hooks.replaced({"Funsor.__bool__": refuse}):
+    ...     pass  # bool() of a funsor raises here, in this context only
+    >>> Funsor.__bool__ is hooks.installed("Funsor.__bool__")
+    True
+"""
+
+import contextlib
+import contextvars
+import functools
+
+import funsor.adjoint
+import funsor.distribution
+import funsor.interpreter
+from funsor.adjoint import AdjointTape
+from funsor.distribution import Distribution
+from funsor.gaussian import Gaussian, GaussianMeta
+from funsor.interpretations import eager, reflect
+from funsor.ops.op import Op
+from funsor.tensor import Tensor
+from funsor.terms import Binary, Funsor
+
+# key -> replacement in this context (a new dict each time one is selected)
+_REPLACEMENTS = contextvars.ContextVar("funsor_lowering.hooks", default=None)
+_ORIGINALS = {}  # key -> funsor's original (None: the attribute was absent)
+_INSTALLED = {}  # key -> the hook installed in its place
+
+
+@contextlib.contextmanager
+def replaced(replacements):
+    """In this context, the hooks named by ``replacements`` (key -> function
+    taking the original's arguments) run the given functions; inner blocks
+    override outer ones."""
+    unknown = set(replacements) - set(_INSTALLED)
+    if unknown:
+        raise KeyError(f"no hook named {sorted(unknown)}; hooks: {sorted(_INSTALLED)}")
+    token = _REPLACEMENTS.set({**(_REPLACEMENTS.get() or {}), **replacements})
+    try:
+        yield
+    finally:
+        _REPLACEMENTS.reset(token)
+
+
+def active(key):
+    """The replacement selected for hook ``key`` in this context, or None."""
+    return (_REPLACEMENTS.get() or {}).get(key)
+
+
+def original(key):
+    """funsor's original for hook ``key``."""
+    return _ORIGINALS[key]
+
+
+def installed(key):
+    """The hook installed for ``key``."""
+    return _INSTALLED[key]
+
+
+def _hook(key, fallback):
+    """A function running this context's replacement for ``key``, else
+    ``fallback``."""
+
+    @functools.wraps(fallback)
+    def hook(*args, **kwargs):
+        replacements = _REPLACEMENTS.get()
+        if replacements is not None:
+            replacement = replacements.get(key)
+            if replacement is not None:
+                return replacement(*args, **kwargs)
+        return fallback(*args, **kwargs)
+
+    return hook
+
+
+def _subclass_tree(cls):
+    seen, stack = [], [cls]
+    while stack:
+        c = stack.pop()
+        if c not in seen:
+            seen.append(c)
+            stack.extend(type.__subclasses__(c))
+    return seen
+
+
+def _check(key, value, module, qualname):
+    found = (getattr(value, "__module__", None), getattr(value, "__qualname__", None))
+    if found != (module, qualname):
+        raise ImportError(
+            f"funsor_lowering hooks {key}: expected funsor's {module}.{qualname}, "
+            f"found {found[0]}.{found[1]} (another funsor version than 0.4.8, or "
+            f"another library's patch)"
+        )
+
+
+def hook_method(key, owner, name, module, qualname):
+    """Hook ``owner.name`` (a function in ``owner.__dict__``) in ``owner`` and
+    every subclass holding the same function (funsor's typed subclasses copy
+    their base's methods)."""
+    original_fn = owner.__dict__[name]
+    _check(key, original_fn, module, qualname)
+    hook = _hook(key, original_fn)
+    for cls in _subclass_tree(owner):
+        if cls.__dict__.get(name) is original_fn:
+            setattr(cls, name, hook)
+    _ORIGINALS[key], _INSTALLED[key] = original_fn, hook
+
+
+def hook_attribute(key, owner, name, module, qualname):
+    """Hook a module function or an instance's attribute ``owner.name``."""
+    original_fn = getattr(owner, name)
+    _check(key, original_fn, module, qualname)
+    hook = _hook(key, original_fn)
+    setattr(owner, name, hook)
+    _ORIGINALS[key], _INSTALLED[key] = original_fn, hook
+
+
+def hook_pattern(key, interpretation, function, module, qualname):
+    """Hook every signature under which ``interpretation`` registers
+    ``function`` (funsor code dispatching to eager patterns directly)."""
+    _check(key, function, module, qualname)
+    hook = _hook(key, function)
+    registry = interpretation._subinterpretations[0].registry.registry
+    for dispatcher in registry.values():
+        for signature, fn in list(dispatcher.funcs.items()):
+            if fn is function:
+                dispatcher.add(signature, hook)
+    _ORIGINALS[key], _INSTALLED[key] = function, hook
+
+
+class _AbsentAttribute:
+    """A hook for an attribute funsor does not define on ``owner``: behaves
+    as absent (``AttributeError``, or ``TypeError`` for a conversion) unless
+    this context replaces it: by a method, or for a ``data``-like attribute
+    (``is_property``) by a getter. A subclass defining it keeps its own."""
+
+    def __init__(self, key, name, absent, is_property):
+        self.key, self.name, self.absent = key, name, absent
+        self.is_property = is_property
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        replacement = (_REPLACEMENTS.get() or {}).get(self.key)
+        if replacement is None:
+            return self.absent(instance, self.name)
+        if self.is_property:
+            return replacement(instance)
+        return replacement.__get__(instance, owner)
+
+
+def _no_attribute(instance, name):
+    kind = type(instance).__name__
+    raise AttributeError(f"{kind!r} object has no attribute {name!r}")
+
+
+def _no_conversion(instance, name):
+    target = {"__float__": "float", "__int__": "int"}[name]
+
+    def convert():
+        raise TypeError(
+            f"{target}() argument must be a string or a real number, not "
+            f"{type(instance).__name__!r}"
+        )
+
+    return convert
+
+
+def hook_absent(key, owner, name, absent, is_property=False):
+    """Hook an attribute ``owner`` does not define (see :class:`_AbsentAttribute`)."""
+    if name in owner.__dict__:
+        raise ImportError(f"funsor_lowering hooks {key}: funsor defines it already")
+    setattr(owner, name, _AbsentAttribute(key, name, absent, is_property))
+    _ORIGINALS[key], _INSTALLED[key] = None, owner.__dict__[name]
+
+
+class ContextStack:
+    """funsor's interpretation stack, local to each context (thread, task):
+    the list operations funsor's interpreter uses, on a tuple held by a
+    :class:`~contextvars.ContextVar`. A new thread starts from the stack
+    funsor had when this was installed."""
+
+    def __init__(self, items):
+        self._base = tuple(items)
+        self._var = contextvars.ContextVar("funsor interpretation stack")
+        self._var.set(self._base)
+
+    def _items(self):
+        return self._var.get(self._base)
+
+    def __getitem__(self, index):
+        return self._items()[index]
+
+    def __len__(self):
+        return len(self._items())
+
+    def __iter__(self):
+        return iter(self._items())
+
+    def append(self, interpretation):
+        self._var.set(self._items() + (interpretation,))
+
+    def pop(self):
+        items = self._items()
+        self._var.set(items[:-1])
+        return items[-1]
+
+    def __repr__(self):
+        return f"ContextStack({list(self._items())!r})"
+
+
+def _install():
+    if not isinstance(funsor.interpreter._STACK, ContextStack):
+        funsor.interpreter._STACK = ContextStack(funsor.interpreter._STACK)
+    terms, adjoint = "funsor.terms", "funsor.adjoint"
+    hook_method("Op.__call__", Op, "__call__", "funsor.ops.op", "Op.__call__")
+    hook_method("Funsor.__bool__", Funsor, "__bool__", terms, "Funsor.__bool__")
+    hook_method("Funsor.item", Funsor, "item", terms, "Funsor.item")
+    hook_method("Funsor.sample", Funsor, "sample", terms, "Funsor.sample")
+    for name in ("__float__", "__int__"):
+        hook_absent(f"Funsor.{name}", Funsor, name, _no_conversion)
+    hook_absent("Funsor.data", Funsor, "data", _no_attribute, is_property=True)
+    hook_attribute("reflect.interpret", reflect, "interpret", terms, "reflect")
+    hook_method(
+        "GaussianMeta.__call__",
+        GaussianMeta,
+        "__call__",
+        "funsor.gaussian",
+        "GaussianMeta.__call__",
+    )
+    for name in ("eager_subs", "eager_reduce", "_sample"):
+        qualname = f"Gaussian.{name}"
+        hook_method(qualname, Gaussian, name, "funsor.gaussian", qualname)
+    hook_method("Tensor._sample", Tensor, "_sample", "funsor.tensor", "Tensor._sample")
+    hook_method(
+        "Tensor.eager_subs", Tensor, "eager_subs", "funsor.tensor", "Tensor.eager_subs"
+    )
+    hook_method(
+        "Distribution._sample",
+        Distribution,
+        "_sample",
+        "funsor.distribution",
+        "Distribution._sample",
+    )
+    hook_method(
+        "AdjointTape.__enter__",
+        AdjointTape,
+        "__enter__",
+        adjoint,
+        "AdjointTape.__enter__",
+    )
+    hook_attribute(
+        "adjoint.stack_reinterpret",
+        funsor.adjoint,
+        "stack_reinterpret",
+        "funsor.interpreter",
+        "stack_reinterpret",
+    )
+    for name in ("eager_normal", "eager_mvn"):
+        fn = getattr(funsor.distribution, name)
+        hook_pattern(f"distribution.{name}", eager, fn, "funsor.distribution", name)
+    add = _gaussian_add_pattern()
+    hook_pattern(
+        "eager Gaussian + Gaussian", eager, add, "funsor.gaussian", add.__name__
+    )
+
+
+def install_jax_hooks():
+    """Hook ``jax.random.split`` (funsor's ``MonteCarlo`` splits keys with it,
+    outside ``funsor.ops``); installed by the jax adapter, once."""
+    import jax.random
+
+    if "jax.random.split" not in _INSTALLED:
+        hook_attribute(
+            "jax.random.split", jax.random, "split", "jax._src.random.core", "split"
+        )
+
+
+def _gaussian_add_pattern():
+    """funsor's eager pattern for ``Binary(AddOp, Gaussian, Gaussian)``."""
+    from funsor import ops
+
+    dispatcher = eager._subinterpretations[0].registry[Binary]
+    matches = [
+        fn
+        for signature, fn in dispatcher.funcs.items()
+        if len(signature) == 3
+        and getattr(signature[0], "__args__", None) == (ops.AddOp,)
+        and signature[1] is Gaussian
+        and signature[2] is Gaussian
+    ]
+    if len(matches) != 1:
+        raise ImportError("funsor_lowering hooks: no single eager Gaussian + Gaussian")
+    return matches[0]
+
+
+_install()

@@ -1,0 +1,175 @@
+"""Compiling, tracing and calling programs from many threads while another
+thread runs eager funsor: every result equals eager funsor's, and funsor
+(and jax, and funsor.ops) are left exactly as they were: hooks are installed
+once, at import, and select their behaviour per context."""
+
+import sys
+import threading
+import types
+from collections import OrderedDict
+
+import funsor
+import numpy as np
+from funsor import ops
+from funsor.adjoint import forward_backward
+from funsor.domains import Bint, Reals
+from funsor.interpretations import reflect
+from funsor.sum_product import sum_product
+from funsor.tensor import Tensor
+from funsor.terms import Variable
+
+from funsor_lowering import compile_function, compiling, trace_function
+
+from .helpers import assert_matches, from_numpy, to_numpy
+
+BACKEND = funsor.get_backend()
+
+
+def _behaviour(value):
+    """Attributes whose identity is behaviour: functions, classes,
+    descriptors, interpretations (not counters or caches)."""
+    return callable(value) or hasattr(value, "__get__")
+
+
+def snapshot():
+    """Identity of every function, class and descriptor of funsor's,
+    funsor_lowering's (and jax's) modules and of the classes they define."""
+    prefixes = ("funsor", "jax") if BACKEND == "jax" else ("funsor",)
+    state = {}
+    for name, module in list(sys.modules.items()):
+        if not isinstance(module, types.ModuleType) or not name.startswith(prefixes):
+            continue
+        for attr, value in list(vars(module).items()):
+            if _behaviour(value):
+                state[name, attr] = id(value)
+            if isinstance(value, type) and value.__module__ == name:
+                for cls_attr, cls_value in list(vars(value).items()):
+                    if _behaviour(cls_value):
+                        state[name, attr, cls_attr] = id(cls_value)
+    state["interpretation stack"] = tuple(map(id, funsor.interpreter._STACK))
+    return state
+
+
+def arrays(seed, *shapes):
+    rng = np.random.RandomState(seed)
+    return [from_numpy(rng.randn(*s)) for s in shapes]
+
+
+def eager_hmm(init, trans):
+    factors = [Tensor(init)["x0"], Tensor(trans)["x0", "x1"]]
+    with reflect:
+        expr = sum_product(ops.logaddexp, ops.add, factors, frozenset({"x0", "x1"}))
+    value, marginals = forward_backward(ops.logaddexp, ops.add, expr)
+    return value.data, marginals[factors[1]].data
+
+
+def hmm_function(init, trans):
+    return (init["x0"] + trans["x0", "x1"]).reduce(
+        ops.logaddexp, frozenset({"x0", "x1"})
+    )
+
+
+def compile_and_call(k, errors):
+    init, trans = arrays(k, (3,), (3, 3))
+    program = compile_function(hmm_function, init=Reals[3], trans=Reals[3, 3])
+    expected = hmm_function(Tensor(init), Tensor(trans)).data
+    assert_matches(program(init=init, trans=trans), expected)
+
+
+def block_and_call(k, errors):
+    x = arrays(k, (4,))[0]
+    with compiling as interp:
+        result = (Variable("x", Reals[4]).exp() * (k + 1)).sum()
+    program = interp.compile(result)
+    assert_matches(program(x=x), (np.exp(to_numpy(x)) * (k + 1)).sum())
+
+
+def trace_and_call(k, errors):
+    def fn(a, b):
+        t = Tensor(a)["i"] + Tensor(b)["i", "j"]
+        return t.reduce(ops.logaddexp, "i").data
+
+    a, b = arrays(k, (3,), (3, 2))
+    program = trace_function(fn, {"a": a, "b": b})
+    expected = fn(a, b)
+    a2, b2 = arrays(k + 100, (3,), (3, 2))
+    assert_matches(program(a=a, b=b), expected)
+    assert_matches(program(a=a2, b=b2), fn(a2, b2))
+
+
+def eager_funsor(rounds, errors, stop):
+    init, trans = arrays(7, (3,), (3, 3))
+    reference = eager_hmm(init, trans)
+    logits = Tensor(arrays(8, (2,))[0], OrderedDict(i=Bint[2]))
+    while not stop.is_set():
+        value, marginal = eager_hmm(init, trans)
+        assert_matches(value, reference[0])
+        assert_matches(marginal, reference[1])
+        if BACKEND != "jax":  # jax samples need a key
+            logits.sample(frozenset({"i"}))
+        rounds.append(1)
+
+
+def run_threads(jobs, rounds=3):
+    errors, eager_rounds, stop = [], [], threading.Event()
+
+    def guarded(fn, *args):
+        try:
+            fn(*args)
+        except BaseException as error:  # noqa: BLE001 (reported below)
+            import traceback
+
+            errors.append("".join(traceback.format_exception(error)))
+
+    eager = threading.Thread(
+        target=guarded, args=(eager_funsor, eager_rounds, errors, stop)
+    )
+    eager.start()
+    workers = [
+        threading.Thread(
+            target=lambda k=k: [
+                guarded(jobs[k % len(jobs)], k + 10 * r, errors) for r in range(rounds)
+            ]
+        )
+        for k in range(8)
+    ]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    stop.set()
+    eager.join()
+    return errors, eager_rounds
+
+
+def test_threads_compile_trace_and_call_beside_eager_funsor():
+    # warm up: everything the jobs import and create, created once
+    for job in (compile_and_call, block_and_call, trace_and_call):
+        job(0, [])
+    eager_hmm(*arrays(7, (3,), (3, 3)))
+    before = snapshot()
+    errors, eager_rounds = run_threads(
+        [compile_and_call, block_and_call, trace_and_call]
+    )
+    assert not errors, errors[:3]
+    assert eager_rounds, "the eager thread never ran"
+    after = snapshot()
+    changed = [k for k in before if after.get(k) != before[k]]
+    assert not changed, changed[:10]
+    # and eager funsor still works afterwards, here
+    init, trans = arrays(7, (3,), (3, 3))
+    eager_hmm(init, trans)
+
+
+def test_an_exception_in_a_block_leaves_nothing_behind():
+    before = snapshot()
+    try:
+        with compiling:
+            x = Variable("x", Reals[2])
+            float(x.sum())  # refused: a symbolic value
+    except TypeError as error:
+        assert "needs a concrete value" in str(error)
+    else:
+        raise AssertionError("float() of a symbolic funsor did not raise")
+    assert snapshot() == before
+    assert float(Tensor(from_numpy(np.ones(2))).sum()) == 2.0
