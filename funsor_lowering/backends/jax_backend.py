@@ -18,8 +18,8 @@ from funsor.jax.ops import array as _funsor_jax_arrays  # noqa: E402
 from .. import hooks  # noqa: E402
 from ..extra_ops import categorical_sample, split_key  # noqa: E402
 from ..structure import iter_leaves, map_leaves  # noqa: E402
-from .base import ArrayBackend  # noqa: E402
-from .numpy_backend import numpy_dtype_kind, numpy_literal  # noqa: E402
+from .base import ArrayBackend, dtype_kind  # noqa: E402
+from .numpy_backend import numpy_literal  # noqa: E402
 
 
 class JaxBackend(ArrayBackend):
@@ -31,7 +31,7 @@ class JaxBackend(ArrayBackend):
         return isinstance(value, (jax.Array, np.ndarray, np.generic))
 
     def dtype_kind(self, value):
-        return numpy_dtype_kind(value.dtype)
+        return dtype_kind(value.dtype)
 
     def as_traceable(self, value):
         return np.asarray(value) if isinstance(value, np.generic) else value

@@ -3,7 +3,7 @@
 import numpy as np
 from funsor import ops
 
-from .base import ArrayBackend, python_literal
+from .base import ArrayBackend, dtype_kind, python_literal
 
 
 def numpy_literal(value, module="np"):
@@ -20,17 +20,6 @@ def numpy_literal(value, module="np"):
     if value.size == 0:
         return f"{module}.zeros({value.shape!r}, dtype={dtype})"
     return f"{module}.array({python_literal(value.tolist())}, dtype={dtype})"
-
-
-def numpy_dtype_kind(dtype):
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
-        return "bool"
-    if np.issubdtype(dtype, np.integer):
-        return "int"
-    if np.issubdtype(dtype, np.floating):
-        return "real"
-    return dtype.name
 
 
 def logsumexp(x, axis=None, keepdims=False):
@@ -50,7 +39,7 @@ class NumpyBackend(ArrayBackend):
         return isinstance(value, (np.ndarray, np.generic))
 
     def dtype_kind(self, value):
-        return numpy_dtype_kind(value.dtype)
+        return dtype_kind(value.dtype)
 
     def as_traceable(self, value):
         return np.asarray(value) if isinstance(value, np.generic) else value

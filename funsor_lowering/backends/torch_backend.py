@@ -12,7 +12,7 @@ from funsor import ops
 
 from ..extra_ops import categorical_sample
 from ..structure import iter_leaves, map_leaves
-from .base import ArrayBackend, python_literal
+from .base import ArrayBackend, dtype_kind, python_literal
 
 
 class TorchBackend(ArrayBackend):
@@ -27,13 +27,7 @@ class TorchBackend(ArrayBackend):
         return isinstance(value, torch.Tensor)
 
     def dtype_kind(self, value):
-        if value.dtype == torch.bool:
-            return "bool"
-        if value.dtype.is_floating_point:
-            return "real"
-        if value.dtype.is_complex:
-            return str(value.dtype)
-        return "int"
+        return dtype_kind(value.dtype)
 
     def array_literal(self, value):
         dtype = str(value.dtype)  # e.g. "torch.float32"
