@@ -51,7 +51,9 @@ def path_suffix(path):
 def lookup(value, key, name, path):
     """``value[key]`` for a nested program input, or a TypeError naming it."""
     try:
-        if isinstance(key, int) != isinstance(value, (tuple, list)):
+        if not isinstance(value, (tuple, list, dict)):
+            raise TypeError
+        if isinstance(value, (tuple, list)) and not isinstance(key, int):
             raise TypeError
         return value[key]
     except (TypeError, KeyError, IndexError):

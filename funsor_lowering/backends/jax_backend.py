@@ -56,19 +56,20 @@ class JaxBackend(ArrayBackend):
         return jax.random.PRNGKey(0)
 
     def jit(self, program):
-        # Outputs leave the jitted function as a flat tuple (jax sorts dict
-        # keys, which fails for keys of mixed types) and are nested again.
+        # Inputs enter the jitted function as flat leaves and outputs leave
+        # it as a flat tuple, nested again outside (jax sorts dict keys,
+        # which fails for keys of mixed types such as IntEnum and str).
         counter = itertools.count()
         structure = map_leaves(lambda _: next(counter), program.output)
 
-        def flat(kwargs):
-            return tuple(iter_leaves(program.run_checked(kwargs)))
+        def flat(*leaves):
+            return tuple(iter_leaves(program.specialized(leaves)(*leaves)))
 
         jitted = jax.jit(flat)
 
         def call(**kwargs):
-            leaves = jitted(kwargs)
-            return map_leaves(lambda k: leaves[k], structure)
+            outputs = jitted(*program.validate(kwargs))
+            return map_leaves(lambda k: outputs[k], structure)
 
         return call
 

@@ -287,15 +287,10 @@ class OpProgram:
         so a call costs no extra Python frame; see :class:`Runtime`)."""
         return self._runtime.entry
 
-    def run_checked(self, kwargs):
-        """Validate ``kwargs`` and run, without the signature table: what
-        backends jit, calling it with their own tracer types."""
-        return self._runtime.run_validated(self.validate(kwargs))
-
     def specialized(self, leaves):
         """The generated body for the types of validated input ``leaves``:
-        a function of the leaves, positionally (what ``torch.jit.trace``
-        traces)."""
+        a function of the leaves, positionally (what ``jax.jit`` and
+        ``torch.jit.trace`` trace, with their own tracer types)."""
         return self._runtime.body(leaves)[0]
 
     def cache_info(self):

@@ -67,11 +67,6 @@ class Runtime:
         self.remember(kwargs, body)
         return body(*values) if outputs is None else outputs
 
-    def run_validated(self, values):
-        """Run on validated input arrays (of any types: jit tracers too)."""
-        body, outputs = self.body(values)
-        return body(*values) if outputs is None else outputs
-
     def body(self, values):
         """``(body, outputs)``: the generated body for the types of
         ``values``; where it was generated now, the outputs computed while
