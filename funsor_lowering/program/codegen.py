@@ -31,7 +31,7 @@ from funsor.registry import PartialDefault
 from .. import extra_ops
 from ..backends.base import python_literal
 from ..structure import iter_leaves, map_leaves
-from .naming import RESERVED, Namespace, is_plain_identifier
+from .naming import ENTRY_NAMES, RESERVED, Namespace, is_plain_identifier
 
 _COUNTER = itertools.count()
 
@@ -400,37 +400,54 @@ def outputs_of(program, env):
     return map_leaves(leaf, program.output)
 
 
-def signature_source(program, keys):
-    """Statements reading a call's input arrays from ``kwargs`` into ``v0,
-    v1, ...`` and the expression of the call's signature: each array's type,
-    dtype and shape, and each nested container's length (equal lengths and
-    found keys mean no key is extra)."""
-    lines, parts, containers = [], [], {}
-    for k, (name, path, _) in enumerate(program._input_leaves):
+def signature_source(program, keys, locals_, containers):
+    """Statements reading a call's input arrays from ``kwargs`` into the
+    names ``locals_`` (one per input leaf; nested containers into the names
+    ``containers`` hands out), and the expression of the call's signature:
+    each array's type, dtype and shape, and each nested container's length
+    (equal lengths and found keys mean no key is extra). Also returns the
+    containers' names by path (``(input name, *keys)``)."""
+    lines, parts, names = [], [], {}
+    for (name, path, _), local in zip(program._input_leaves, locals_):
         source = f"kwargs[{keys(name)}]"
         for depth, key in enumerate(path):
             prefix = (name,) + path[:depth]
-            if prefix not in containers:
-                containers[prefix] = f"n{len(containers)}"
-                lines.append(f"{containers[prefix]} = {source}")
-            source = f"{containers[prefix]}[{keys(key)}]"
-        lines.append(f"v{k} = {source}")
-        parts += [f"type(v{k})", f"v{k}.dtype", f"v{k}.shape"]
-    parts += [f"len({var})" for var in containers.values()]
-    return lines, "({},)".format(", ".join(parts)) if parts else "()"
+            if prefix not in names:
+                names[prefix] = containers()
+                lines.append(f"{names[prefix]} = {source}")
+            source = f"{names[prefix]}[{keys(key)}]"
+        lines.append(f"{local} = {source}")
+        parts += [f"type({local})", f"{local}.dtype", f"{local}.shape"]
+    parts += [f"len({var})" for var in names.values()]
+    signature = "({},)".format(", ".join(parts)) if parts else "()"
+    return lines, signature, names
 
 
-def build_entry(program, table, slow):
+def build_entry(program, table, slow, first=None):
     """``(signature, entry)``: generated functions. ``signature(kwargs)``
-    gives a validated call's signature; ``entry(*args, **kwargs)`` looks its
-    call's signature up in ``table`` (signature -> body) and runs the body,
-    or calls ``slow(*args, **kwargs)``. Input names appear only as string
+    gives a validated call's signature; ``entry(*args, **kwargs)`` runs the
+    body ``table`` (signature -> body) holds for its call's signature, or
+    calls ``slow(*args, **kwargs)``. With ``first = (values, body)``, the
+    entry also holds ``body``'s statements inline, for calls with the types,
+    dtypes and shapes of ``values`` (checked by identity and equality first,
+    as hand-written code would run). Input names appear only as string
     literals or globals, so no name can collide with the entry's own."""
-    reserved = ["kwargs", "args", "body", "table", "slow", "signature", "program"]
-    globals_ = {"table": table, "slow": slow}
-    keys = KeyNames(Namespace(reserved=reserved), globals_)
-    reads, signature = signature_source(program, keys)
-    values = ", ".join(f"v{k}" for k in range(len(program._input_leaves)))
+    names = program.value_names
+    locals_ = names[len(program.constants) : program.first_operation]
+    globals_ = {}
+    statements = []
+    if first is not None:
+        values, body = first
+        globals_.update(
+            (k, v) for k, v in body.__globals__.items() if k != "__builtins__"
+        )
+        statements = body.__source__.splitlines()[1:]
+    namespace = Namespace(reserved=list(names) + list(globals_) + list(ENTRY_NAMES))
+    globals_.update(table=table, slow=slow)
+    keys = KeyNames(namespace, globals_)
+    reads, signature, containers = signature_source(
+        program, keys, locals_, lambda: namespace.create("n")
+    )
     lines = ["def signature(kwargs):"]
     lines += [f"    {line}" for line in reads]
     lines += [f"    return {signature}", "", ""]
@@ -439,13 +456,36 @@ def build_entry(program, table, slow):
         f"    if not args and len(kwargs) == {len(program.inputs)}:",
         "        try:",
     ]
-    lines += [f"            {line}" for line in reads]
+    lines += [f"            {line}" for line in reads or ["pass"]]
     lines += [
+        "        except (LookupError, TypeError):",
+        "            return slow(*args, **kwargs)",
+    ]
+    if first is not None:
+        checks = []
+        for local, value in zip(locals_, values):
+            for test, expected in (
+                ("type({}) is {}", type(value)),
+                ("{}.dtype is {}", value.dtype),
+                ("{}.shape == {}", value.shape),
+            ):
+                var = namespace.create("_guard")
+                globals_[var] = expected
+                checks.append(test.format(local, var))
+        for (name, *path), var in containers.items():
+            spec = program.input_types[name]
+            for key in path:
+                spec = spec[key]
+            checks.append(f"len({var}) == {len(spec)}")
+        lines.append(f"        if {' and '.join(checks) or 'True'}:")
+        lines += ["        " + line for line in statements]
+    lines += [
+        "        try:",
         f"            body = table[{signature}]",
         "        except (LookupError, TypeError, AttributeError):",
         "            pass",
         "        else:",
-        f"            return body({values})",
+        f"            return body({', '.join(locals_)})",
         "    return slow(*args, **kwargs)",
     ]
     entry = _define("\n".join(lines), globals_, "program")

@@ -33,7 +33,7 @@ from funsor.util import get_backend
 from ..backends import array_backend
 from ..backends.base import dtype_kind
 from ..structure import iter_leaves, iter_paths, lookup, map_leaves, path_suffix
-from .naming import Namespace
+from .naming import ENTRY_NAMES, Namespace
 from .runtime import Runtime, check_nesting
 
 
@@ -246,7 +246,7 @@ class OpProgram:
     def value_names(self):
         """Readable, unique Python identifiers for every value, by number."""
         if self._names is None:
-            namespace = Namespace()
+            namespace = Namespace(reserved=ENTRY_NAMES)
             names = [
                 namespace.create("_".join([name, *map(str, path)]))
                 for name, path, _ in self._input_leaves

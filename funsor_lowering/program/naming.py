@@ -11,6 +11,8 @@ RESERVED = (
     | frozenset(dir(builtins))
     | {"ops", "extra_ops", "funsor", "np", "torch", "jnp", "inputs"}
 )
+# The generated entry's own names (see codegen.build_entry): never value names.
+ENTRY_NAMES = ("args", "kwargs", "body", "table", "slow", "signature", "program")
 
 
 class Namespace:

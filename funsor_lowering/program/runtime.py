@@ -64,7 +64,7 @@ class Runtime:
             )
         values = self.program.validate(kwargs)
         body, outputs = self.body(values)
-        self.remember(kwargs, body)
+        self.remember(kwargs, values, body)
         return body(*values) if outputs is None else outputs
 
     def body(self, values):
@@ -89,12 +89,14 @@ class Runtime:
                 self.bodies.popitem(last=False)
         return body, outputs
 
-    def remember(self, kwargs, body):
-        """Add the signature of ``kwargs`` (validated) to the entry's table."""
+    def remember(self, kwargs, values, body):
+        """Add the signature of ``kwargs`` (validated, with input arrays
+        ``values``) to the entry's table; the first builds the entry, with
+        ``body`` inline for that signature."""
         with self.lock:
             if self.signature is None:
                 self.signature, entry = build_entry(
-                    self.program, self.signatures, self.call_checked
+                    self.program, self.signatures, self.call_checked, (values, body)
                 )
             else:
                 entry = None
