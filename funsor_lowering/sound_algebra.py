@@ -25,6 +25,7 @@ Example::
     >>> from collections import OrderedDict
     >>> import numpy as np
     >>> from funsor import ops
+from funsor.ops import DISTRIBUTIVE_OPS
     >>> from funsor.domains import Bint
     >>> from funsor.tensor import Tensor
     >>> from funsor.terms import Number
@@ -44,6 +45,7 @@ import math
 from funsor import ops
 from funsor.cnf import Contraction
 from funsor.interpretations import Interpretation, eager
+from funsor.ops import DISTRIBUTIVE_OPS
 from funsor.terms import Number, Reduce
 
 # (reduction, product) pairs over which funsor's eager may push reductions
@@ -82,12 +84,9 @@ def sound_pattern(cls, args):
         op, arg, reduced_vars = args
         bin_op, terms = ops.null, (arg,)
     elif cls is Contraction and args[0] is not ops.null and args[2]:
-        op, bin_op, reduced_vars, *terms = args  # terms as a tuple, or variadic
-        if len(terms) == 1 and isinstance(terms[0], tuple):
-            terms = terms[0]
+        op, bin_op, reduced_vars, terms = contraction_parts(args)
     else:
         return None
-    terms = tuple(terms)
     present = frozenset().union(*(t.input_vars for t in terms))
     absent = reduced_vars - present
     if absent:
@@ -102,6 +101,53 @@ def _contract(op, bin_op, reduced_vars, terms):
     """The product of ``terms``, then its reduction: no rewriting."""
     product = functools.reduce(bin_op, terms) if len(terms) > 1 else terms[0]
     return product.reduce(op, reduced_vars) if reduced_vars else product
+
+
+def contraction_parts(args):
+    """``(red_op, bin_op, reduced_vars, terms)`` of ``Contraction`` arguments
+    as funsor passes them (terms as one tuple, one funsor, or variadic)."""
+    red_op, bin_op, reduced_vars, *terms = args
+    if len(terms) == 1 and isinstance(terms[0], tuple):
+        terms = terms[0]
+    return red_op, bin_op, reduced_vars, tuple(terms)
+
+
+def is_normal_contraction(args):
+    """Whether funsor's ``Contraction`` accepts these arguments (its
+    constructor asserts them; checked here so that nothing relies on
+    assertions, which ``python -O`` removes)."""
+    red_op, bin_op, reduced_vars, terms = contraction_parts(args)
+    if red_op is ops.null and bin_op is ops.null:
+        return False
+    if red_op is ops.null:
+        return not reduced_vars
+    if bin_op is ops.null:
+        return len(terms) == 1
+    distributive = (red_op, bin_op) in DISTRIBUTIVE_OPS
+    return bool(reduced_vars) and len(terms) > 1 and distributive
+
+
+def fuses_non_distributive(cls, args):
+    """Whether funsor's ``normalize`` would fuse ``cls(*args)`` into a
+    ``Contraction`` of a reduction over a product it does not distribute
+    over (funsor's constructor then asserts), e.g.
+    ``(x * 2).reduce(ops.logaddexp)``."""
+    if cls is Reduce:
+        op, arg = args[0], args[1]
+    elif cls is Contraction:
+        op, bin_op, _, terms = contraction_parts(args)
+        if bin_op is not ops.null or len(terms) != 1:
+            return False
+        arg = terms[0]
+    else:
+        return False
+    return (
+        op is not ops.null
+        and isinstance(arg, Contraction)
+        and arg.red_op is ops.null
+        and arg.bin_op is not ops.null
+        and (op, arg.bin_op) not in DISTRIBUTIVE_OPS
+    )
 
 
 class SoundEager(Interpretation):

@@ -32,6 +32,7 @@ from collections import OrderedDict
 import funsor.delta
 import numpy as np
 from funsor import ops
+from funsor.cnf import Contraction
 from funsor.domains import Real
 from funsor.gaussian import Gaussian
 from funsor.interpretations import Interpretation, eager, normalize, reflect
@@ -63,6 +64,7 @@ from .program.codegen import bind_call
 from .program.editor import Editor
 from .program.passes import optimize
 from .rng_keys import KEY_INPUT, KeySource, draw_key
+from .sound_algebra import is_normal_contraction
 
 RANDOM_OPS = RANDOM_OP_TYPES
 # Ops whose first argument is a prototype: only its type and device matter.
@@ -232,15 +234,15 @@ class TracingInterpretation(Interpretation):
         if issubclass(get_origin(cls), self.LEAVES) or _has_free_variables(args):
             return eager.interpret(cls, *args)
 
-        try:
-            term = reflect.interpret(cls, *args)
-        except AssertionError:
+        if get_origin(cls) is Contraction and not is_normal_contraction(args):
             # Arguments funsor's normal form rejects (a Contraction with no
             # reduced variables): funsor's normalize rewrites them, building
             # the parts through this interpretation.
             term = normalize.interpret(cls, *args)
             if isinstance(term, (Tensor, Number)) or _has_free_variables((term,)):
                 return term
+        else:
+            term = reflect.interpret(cls, *args)
         result = evaluate_by_lowering(term)
         return eager.interpret(cls, *args) if result is None else result
 

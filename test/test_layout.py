@@ -36,6 +36,13 @@ CASES = {
     "gather_jk": lambda f, x: f["i", "j"](i=IDX_JK),
     "gather_kj": lambda f, x: f["i", "j"](i=IDX_KJ),
     "gather_km": lambda f, x: (f["i", "j"].exp() * 2)(i=IDX_KM),
+    # the reordered term inside reductions (funsor renames bound variables)
+    "gather_kj_reduced": lambda f, x: (
+        f["i", "j"](i=IDX_KJ).reduce(ops.add, "k").exp().reduce(ops.logaddexp, "j")
+    ),
+    "gather_kj_sum_reduced": lambda f, x: (
+        f["i", "j"](i=IDX_KJ) + f["i", "j"](i=IDX_KJ).exp()
+    ).reduce(ops.logaddexp, frozenset({"k", "j"})),
     "real_by_batched": lambda f, x: (Variable("y", Real) * f["i", "j"])(y=x["k"]),
     "real_by_batched_sum": lambda f, x: (Variable("y", Real) + f["i", "j"]).reduce(
         ops.logaddexp, "j"

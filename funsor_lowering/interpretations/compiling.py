@@ -41,7 +41,7 @@ from ..errors import NeedsEagerValues
 from ..lowering import has_real_inputs
 from ..program import value_type_of
 from ..rng_keys import KEY_INPUT
-from ..sound_algebra import sound_pattern
+from ..sound_algebra import fuses_non_distributive, sound_pattern
 from .eager_steps import (
     TapeEntry,
     record_symbolically,
@@ -52,11 +52,12 @@ from .recording import (
     KEY_DOMAIN,
     Recording,
     block_state,
-    interpreting,
     interpreting_depth,
     open_blocks,
     pop_block,
     push_block,
+    start_interpreting,
+    stop_interpreting,
 )
 from .segments import LAZY_TERMS, segment_running
 
@@ -194,7 +195,8 @@ class CompilingInterpretation(Interpretation):
 
     def interpret(self, cls, *args):
         state = block_state(self)
-        with interpreting():
+        token = start_interpreting()
+        try:
             result = None
             for outer in state.outer:
                 result = outer.interpret(cls, *args)
@@ -202,6 +204,8 @@ class CompilingInterpretation(Interpretation):
                     break
             if result is None:
                 result = self._interpret(cls, *args)
+        finally:
+            stop_interpreting(token)
         if not interpreting_depth():  # a call of user code
             for tape in state.outer_tapes:
                 tape.symbolic_entries.append(TapeEntry(cls, args, result))
@@ -215,13 +219,12 @@ class CompilingInterpretation(Interpretation):
                 return result
             if cls is Subs:
                 return _substituted(*args)
-            try:
-                return normalize.interpret(cls, *args)
-            except AssertionError:
-                # funsor 0.4.8's normalize merges some reductions into
-                # Contractions of non-distributive pairs, e.g.
+            if fuses_non_distributive(cls, args):
+                # funsor 0.4.8's normalize would merge this reduction into a
+                # Contraction of a non-distributive pair, e.g.
                 # (x * 2).reduce(ops.logaddexp): keep the term as written.
                 return reflect.interpret(cls, *args)
+            return normalize.interpret(cls, *args)
         self.recording.folded += 1
         result = sound_pattern(cls, args)
         return eager.interpret(cls, *args) if result is None else result
@@ -249,6 +252,16 @@ class CompilingInterpretation(Interpretation):
         )
 
 
+class EagerOrder(Align):
+    """funsor's ``Align``, robust to funsor's renaming of bound variables
+    (which rebuilds terms with the old names): names that are no longer
+    inputs of ``arg`` are dropped. They were bound, so reduced later, and
+    their place never shows in a result's layout."""
+
+    def __init__(self, arg, names):
+        super().__init__(arg, tuple(name for name in names if name in arg.inputs))
+
+
 def _substituted(arg, subs):
     """``Subs(arg, subs)`` in a block: substituted into ``arg``'s subterms,
     rebuilt in the block, as funsor's eager substitutes into lazy terms, so
@@ -265,6 +278,9 @@ def _substituted(arg, subs):
         try:
             return substitute(arg, subs)
         except (AssertionError, NotImplementedError, ValueError):
+            # funsor 0.4.8 substitutes through a Cat into terms whose inputs
+            # disagree (sequential_sum_product with odd lengths); under
+            # python -O the same term fails later, in funsor's Cat
             pass
     result = reflect.interpret(Subs, arg, subs)
     # eager's order: each substituted input's place takes its value's inputs
@@ -275,7 +291,7 @@ def _substituted(arg, subs):
                 order.append(new)
     order += [name for name in result.inputs if name not in order]
     if tuple(order) != tuple(result.inputs):
-        result = reflect.interpret(Align, result, tuple(order))
+        result = reflect.interpret(EagerOrder, result, tuple(order))
     return result
 
 

@@ -7,7 +7,6 @@ Example::
     Recording(folded=0, normalized=0)
 """
 
-import contextlib
 import contextvars
 import weakref
 
@@ -99,15 +98,15 @@ def block_state(interp):
     return state
 
 
-@contextlib.contextmanager
-def interpreting():
-    """Marks an interpretation call of a compiling block (they nest when
-    funsor's patterns build terms)."""
-    token = _DEPTH.set(_DEPTH.get() + 1)
-    try:
-        yield
-    finally:
-        _DEPTH.reset(token)
+def start_interpreting():
+    """Marks the start of an interpretation call of a compiling block (they
+    nest when funsor's patterns build terms); returns a token for
+    :func:`stop_interpreting`."""
+    return _DEPTH.set(_DEPTH.get() + 1)
+
+
+def stop_interpreting(token):
+    _DEPTH.reset(token)
 
 
 def interpreting_depth():
