@@ -19,13 +19,18 @@ code is interpreted; :class:`ContextStack` makes it context-local.
 
 Example::
 
-    >>> from funsor.terms import Funsor
+    >>> from funsor.domains import Reals
+    >>> from funsor.terms import Funsor, Variable
     >>> from funsor_lowering import hooks
     >>> def refuse(self):
     ...     raise TypeError("no truth value while compiling")
-    >>> with hooks.replaced({"Funsor.__bool__": refuse}):
-    ...     pass  # bool() of a funsor raises here, in this context only
-    >>> Funsor.__bool__ is hooks.installed("Funsor.__bool__")
+    >>> total = Variable("x", Reals[2]).sum()
+    >>> with hooks.replaced({"Funsor.__bool__": refuse}):  # this context only
+    ...     bool(total)
+    Traceback (most recent call last):
+    ...
+    TypeError: no truth value while compiling
+    >>> Funsor.__bool__ is hooks.installed("Funsor.__bool__")  # never removed
     True
 """
 
@@ -63,11 +68,6 @@ def replaced(replacements):
         yield
     finally:
         _REPLACEMENTS.reset(token)
-
-
-def active(key):
-    """The replacement selected for hook ``key`` in this context, or None."""
-    return (_REPLACEMENTS.get() or {}).get(key)
 
 
 def original(key):
