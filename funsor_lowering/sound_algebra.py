@@ -25,7 +25,6 @@ Example::
     >>> from collections import OrderedDict
     >>> import numpy as np
     >>> from funsor import ops
-from funsor.ops import DISTRIBUTIVE_OPS
     >>> from funsor.domains import Bint
     >>> from funsor.tensor import Tensor
     >>> from funsor.terms import Number
