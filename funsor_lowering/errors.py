@@ -48,6 +48,29 @@ def source_name(name):
     return name.split("__BOUND_")[0]
 
 
+def user_frame():
+    """``file:line`` of the innermost caller outside funsor and
+    funsor_lowering (the user's code), or ``None``."""
+    import os
+    import sys
+
+    import funsor
+
+    import funsor_lowering
+
+    libraries = tuple(
+        os.path.dirname(module.__file__) + os.sep
+        for module in (funsor, funsor_lowering)
+    )
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(libraries) and not filename.startswith("<frozen"):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
 def short_repr(term, limit=160):
     text = repr(term)
     return text if len(text) <= limit else text[: limit - 3] + "..."

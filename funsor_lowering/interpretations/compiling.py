@@ -37,7 +37,7 @@ from funsor.terms import Align, Funsor, Subs, substitute
 from .. import hooks
 from ..backends import array_backend
 from ..compiler import compile_structure
-from ..errors import NeedsEagerValues
+from ..errors import NeedsEagerValues, user_frame
 from ..lowering import has_real_inputs
 from ..program import value_type_of
 from ..rng_keys import KEY_INPUT
@@ -96,8 +96,10 @@ def _concrete_value_guard(name):
     def guarded(self):
         if _has_real_inputs(self):
             real = [k for k, d in self.inputs.items() if d.dtype == "real"]
+            where = user_frame()
             raise TypeError(
-                f"{name.strip('_')}() needs a concrete value, but this funsor "
+                f"{name.strip('_')}() needs a concrete value"
+                f"{f' (at {where})' if where else ''}, but this funsor "
                 f"depends on symbolic inputs {real} while compiling: "
                 f"{type(self).__name__}. Compiled code cannot branch on or "
                 f"convert values; use funsor_lowering.trace_function to trace "
