@@ -43,6 +43,7 @@ from funsor.util import get_backend
 
 from . import gaussian_patterns, hooks, rules, shapes  # noqa: F401  (register lowering and shape rules)
 from .backends import array_backend
+from .concretization import ACTIVE_RECORDER, plain
 from .errors import UnsupportedTermError
 from .extra_ops import (
     RANDOM_OP_TYPES,
@@ -135,9 +136,11 @@ class OpRecorder:
 
         self._hooks = hooks.replaced({"Op.__call__": traced_call})
         self._hooks.__enter__()
+        self._active = ACTIVE_RECORDER.set(self)
         return self
 
     def __exit__(self, *args):
+        ACTIVE_RECORDER.reset(self._active)
         hooks_, self._hooks = self._hooks, None
         return hooks_.__exit__(*args)
 
@@ -432,13 +435,17 @@ def trace_function(fn, kwargs, *, allow_constants=False):
                 )
             if recorder.node(leaf) is not None:
                 raise ValueError(f"input {name!r}: the same array is passed twice")
-            recorder.add(Node(leaf, live=True))
         input_types[name] = map_leaves(
             lambda a: ValueType(tuple(a.shape), backend.dtype_kind(a)), value
         )
+    # the function sees inputs whose conversions refuse (concretization.py)
+    traced = map_leaves(backend.traced_input, kwargs)
+    for value in traced.values():
+        for _, leaf in iter_paths(value):
+            recorder.add(Node(leaf, live=True))
     with tracing_hooks(backend), recorder, TracingInterpretation():
-        result = fn(**kwargs)
-    return _build_program(recorder, kwargs, input_types, result, allow_constants)
+        result = fn(**traced)
+    return _build_program(recorder, traced, input_types, result, allow_constants)
 
 
 def trace_on_examples(fn, domains):
@@ -564,7 +571,7 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
                 array, consumer = node.tainted
                 raise _untraced(array, f"{where} (through {consumer!r})")
             if not node.live:  # computed from constants only: a constant
-                number[id(node)] = editor.add_constant(node.value)
+                number[id(node)] = editor.add_constant(plain(node.value))
                 continue
             if node.op is None:
                 raise NotImplementedError(
@@ -598,7 +605,7 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
         if node is None:
             if not allow_constants:
                 raise _untraced(value, "an output")
-            return editor.add_constant(value)
+            return editor.add_constant(plain(value))
         visit(node, "an output")
         return number[id(node)]
 

@@ -23,6 +23,12 @@ class ArrayBackend:
         values ``params`` (positionally, after the operands), or ``None``."""
         return self.fast_implementations.get(op_type)
 
+    def traced_input(self, array):
+        """``array`` as the traced function sees it: a value whose
+        conversions refuse while the trace records, where the backend can
+        have one (numpy); the array itself elsewhere."""
+        return array
+
     def activate(self):
         """Make sure funsor's op implementations for this backend are registered."""
 

@@ -50,5 +50,10 @@ class NumpyBackend(ArrayBackend):
     def from_numpy(self, array):
         return array
 
+    def traced_input(self, array):
+        from ..concretization import TracedArray
+
+        return np.asarray(array).view(TracedArray)
+
 
 BACKEND = NumpyBackend()
