@@ -60,20 +60,26 @@ DISTRIBUTIVE = frozenset(
 )
 
 
+# A reduction over ``n`` equal copies of ``x``: ``bin_op(x, f(n))``, or
+# ``x`` itself for the idempotent reductions (the lowering's axis reductions
+# over absent inputs follow the same table).
+REPEATED = {
+    ops.AddOp: (ops.mul, float),
+    ops.LogaddexpOp: (ops.add, math.log),
+    ops.MulOp: (ops.pow, float),
+}
+IDEMPOTENT = (ops.MaxOp, ops.MinOp, ops.AndOp, ops.OrOp)
+
+
 def repeated(op, value, size):
     """``value`` reduced with ``op`` over ``size`` equal copies, or ``None``
     for an op without a known rule."""
-    if size == 1:
+    if size == 1 or isinstance(op, IDEMPOTENT):
         return value
-    if op is ops.add:
-        return value * size
-    if op is ops.logaddexp:
-        return value + math.log(size)
-    if op is ops.mul:
-        return value ** Number(float(size))
-    if op in (ops.max, ops.min, ops.and_, ops.or_):
-        return value
-    return None
+    if type(op) not in REPEATED:
+        return None
+    bin_op, of_size = REPEATED[type(op)]
+    return bin_op(value, Number(of_size(size)))
 
 
 def sound_pattern(cls, args):

@@ -15,6 +15,7 @@ from funsor.terms import Funsor, Reduce
 from ..errors import source_name
 from ..layout import apply, constant
 from ..lowering import Lowered, lowering_rule
+from ..sound_algebra import REPEATED
 
 # Reduction op along axes, by the associative op funsor reduces with.
 AXIS_REDUCTIONS = {
@@ -29,15 +30,12 @@ AXIS_REDUCTIONS = {
 
 
 def _repeat(red_op, expr, size):
-    """``expr`` reduced with ``red_op`` over an axis of ``size`` equal copies."""
-    kind = type(red_op)
-    if kind is ops.AddOp:
-        return apply(ops.mul, expr, constant(float(size), "real"))
-    if kind is ops.LogaddexpOp:
-        return apply(ops.add, expr, constant(math.log(size), "real"))
-    if kind is ops.MulOp:
-        return apply(ops.pow, expr, constant(float(size), "real"))
-    return expr  # idempotent: max, min, and, or
+    """``expr`` reduced with ``red_op`` over an axis of ``size`` equal copies
+    (the rule of :data:`~funsor_lowering.sound_algebra.REPEATED`)."""
+    if type(red_op) not in REPEATED:
+        return expr  # idempotent: max, min, and, or
+    bin_op, of_size = REPEATED[type(red_op)]
+    return apply(bin_op, expr, constant(of_size(size), "real"))
 
 
 def reduce_batch(red_op, lowered, names, domains):
