@@ -166,6 +166,24 @@ def constant_aliases(program):
     return aliases
 
 
+def output_conversions(program):
+    """Output value number -> how the program hands it out: ``"copy"``
+    (it may share memory with a constant: never hand out the program's own)
+    or ``"asarray"`` (numpy ops return numpy scalars for 0-d results; the
+    program's contract, funsor's Tensor data, is a 0-d array)."""
+    types = program.value_types
+    backend = program._array_backend
+    aliases = constant_aliases(program) if backend.copy_function else ()
+    conversions = {}
+    for i in iter_leaves(program.output):
+        if i in aliases:
+            conversions[i] = "copy"
+        elif program.backend == "numpy" and i >= program.first_operation:
+            if types[i] is None or not types[i].shape:
+                conversions[i] = "asarray"
+    return conversions
+
+
 # Modules whose ops generated code can name: (module, name in the source).
 OP_MODULES = ((ops, "ops"), (extra_ops, "extra_ops"))
 
@@ -253,25 +271,19 @@ def generate_function_source(program, name, *, standalone, resolved=None):
             lines.append(f"    {local} = inputs[{_required_literal(raw)}]{keys}")
 
     output_sources = list(names)
-    types = program.value_types
-    backend = program._array_backend
-    aliases = constant_aliases(program) if backend.copy_function else ()
-    if aliases:
+    conversions = output_conversions(program)
+    if "copy" in conversions.values():
+        backend = program._array_backend
         if standalone:
             copy_name = backend.copy_source
         else:
             copy_name = namespace.create("_copy")
             globals_[copy_name] = backend.copy_function
-    for i in iter_leaves(program.output):
-        if i in aliases:
-            # never hand out (a view of) the program's own constant
-            output_sources[i] = f"{copy_name}({names[i]})"
-        elif program.backend == "numpy" and i >= program.first_operation:
-            # numpy ops return numpy scalars for 0-d results; funsor's Tensor
-            # data (and so the program's contract) is a 0-d array.
-            if types[i] is None or not types[i].shape:
-                globals_.setdefault("np", numpy)
-                output_sources[i] = f"np.asarray({names[i]})"
+    if "asarray" in conversions.values():
+        globals_.setdefault("np", numpy)
+    for i, conversion in conversions.items():
+        convert = copy_name if conversion == "copy" else "np.asarray"
+        output_sources[i] = f"{convert}({names[i]})"
     impl_names = {}
 
     def impl_call(operation, impl, extra, kwargs, args):
@@ -384,18 +396,12 @@ def outputs_of(program, env):
     """The program's output nesting from all its values ``env``, as the
     generated body returns it (constants copied; 0-d numpy results as 0-d
     arrays)."""
-    types = program.value_types
-    backend = program._array_backend
-    aliases = constant_aliases(program) if backend.copy_function else ()
+    conversions = output_conversions(program)
+    convert = {"copy": program._array_backend.copy_function, "asarray": numpy.asarray}
 
     def leaf(i):
-        value = env[i]
-        if i in aliases:
-            return backend.copy_function(value)
-        if program.backend == "numpy" and i >= program.first_operation:
-            if types[i] is None or not types[i].shape:
-                value = numpy.asarray(value)
-        return value
+        conversion = conversions.get(i)
+        return env[i] if conversion is None else convert[conversion](env[i])
 
     return map_leaves(leaf, program.output)
 
