@@ -27,11 +27,11 @@ Example::
 """
 
 import contextvars
-import importlib.util
-import os
 import sys
 
 import numpy as np
+
+from .errors import in_libraries, location
 
 # The OpRecorder recording in this context, or None.
 ACTIVE_RECORDER = contextvars.ContextVar("funsor_lowering recorder", default=None)
@@ -45,33 +45,15 @@ class ConcretizationError(TypeError):
     """A Python branch or conversion on a traced value."""
 
 
-def _library_prefixes():
-    prefixes = []
-    for name in LIBRARIES:
-        spec = importlib.util.find_spec(name)
-        for location in (spec.submodule_search_locations or []) if spec else []:
-            prefixes.append(os.path.join(location, ""))
-    return tuple(prefixes) + (os.path.dirname(__file__) + os.sep,)
-
-
-_PREFIXES = None
-
-
 def _caller():
     """``file:line`` of the code converting the value, or ``None`` where
     that is library code (or Python's own)."""
-    global _PREFIXES
-    if _PREFIXES is None:
-        _PREFIXES = _library_prefixes()
     frame = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename == __file__:
         frame = frame.f_back
-    if frame is None:
+    if frame is None or in_libraries(frame, LIBRARIES):
         return None
-    filename = frame.f_code.co_filename
-    if filename.startswith(_PREFIXES) or filename.startswith("<frozen"):
-        return None
-    return f"{filename}:{frame.f_lineno}"
+    return location(frame)
 
 
 def is_traced(value):

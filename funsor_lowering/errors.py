@@ -1,5 +1,10 @@
 """Errors that name the term, op or input that could not be handled."""
 
+import functools
+import importlib.util
+import os
+import sys
+
 from funsor.typing import get_origin
 
 # What the lowering rules handle, for error messages.
@@ -48,27 +53,35 @@ def source_name(name):
     return name.split("__BOUND_")[0]
 
 
+@functools.cache
+def library_prefixes(names):
+    """Path prefixes of the source of packages ``names`` (a tuple), found
+    without importing them; packages not installed are left out."""
+    prefixes = []
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        locations = (spec.submodule_search_locations or []) if spec else []
+        prefixes += [os.path.join(location, "") for location in locations]
+    return tuple(prefixes)
+
+
+def in_libraries(frame, names):
+    """Whether ``frame`` runs code of packages ``names`` (or Python's own)."""
+    filename = frame.f_code.co_filename
+    return filename.startswith(library_prefixes(names) + ("<frozen",))
+
+
+def location(frame):
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
 def user_frame():
     """``file:line`` of the innermost caller outside funsor and
     funsor_lowering (the user's code), or ``None``."""
-    import os
-    import sys
-
-    import funsor
-
-    import funsor_lowering
-
-    libraries = tuple(
-        os.path.dirname(module.__file__) + os.sep
-        for module in (funsor, funsor_lowering)
-    )
     frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(libraries) and not filename.startswith("<frozen"):
-            return f"{filename}:{frame.f_lineno}"
+    while frame is not None and in_libraries(frame, ("funsor", "funsor_lowering")):
         frame = frame.f_back
-    return None
+    return None if frame is None else location(frame)
 
 
 def short_repr(term, limit=160):
