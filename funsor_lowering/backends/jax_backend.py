@@ -63,7 +63,7 @@ class JaxBackend(ArrayBackend):
         structure = map_leaves(lambda _: next(counter), program.output)
 
         def flat(*leaves):
-            return tuple(iter_leaves(program.specialized(leaves)(*leaves)))
+            return tuple(iter_leaves(program.run_leaves(leaves)))
 
         jitted = jax.jit(flat)
 

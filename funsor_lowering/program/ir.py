@@ -289,9 +289,16 @@ class OpProgram:
 
     def specialized(self, leaves):
         """The generated body for the types of validated input ``leaves``:
-        a function of the leaves, positionally (what ``jax.jit`` and
-        ``torch.jit.trace`` trace, with their own tracer types)."""
+        a function of the leaves, positionally (what ``torch.jit.trace``
+        traces, with its own tracer types)."""
         return self._runtime.body(leaves)[0]
+
+    def run_leaves(self, leaves):
+        """The outputs for validated input ``leaves`` of any array type (what
+        ``jax.jit`` traces): where the body for their types is generated now,
+        the outputs its generation computed, so the program runs once."""
+        body, outputs = self._runtime.body(leaves)
+        return body(*leaves) if outputs is None else outputs
 
     def cache_info(self):
         """Sizes of the call caches: ``signatures`` seen and generated
