@@ -33,7 +33,7 @@ _EXPORTS = {
     "compile_funsor": "funsor_lowering.compiler",
     "compiling": "funsor_lowering.interpretations",
     "lower": "funsor_lowering.compiler",
-    "trace_function": "funsor_lowering.tracer",
+    "trace_function": "funsor_lowering.tracing.tracer",
 }
 
 __all__ = sorted(_EXPORTS)

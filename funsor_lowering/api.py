@@ -23,7 +23,7 @@ from .compiler import compile_funsor, lower
 from .errors import NeedsEagerValues
 from .interpretations import CompilingInterpretation, compiling
 from .program import OpProgram
-from .tracer import trace_function, trace_on_examples
+from .tracing.tracer import trace_function, trace_symbolic
 
 
 def compile_function(fn=None, **domains):
@@ -37,7 +37,7 @@ def compile_function(fn=None, **domains):
     :mod:`funsor_lowering.interpretations.eager_steps`); random draws stay live.
     A function that builds a ``Gaussian`` from its keyword funsors is traced
     whole: ``fn`` runs eagerly on ``Tensor`` s of example arrays while every
-    op is recorded (:func:`funsor_lowering.tracer.trace_on_examples`).
+    op is recorded (:func:`funsor_lowering.tracing.tracer.trace_symbolic`).
 
     Example::
 
@@ -57,7 +57,7 @@ def compile_function(fn=None, **domains):
         with interp:
             result = fn(**variables)
     except NeedsEagerValues:
-        return trace_on_examples(fn, domains)
+        return trace_symbolic(fn, domains)
     return interp.compile(result, inputs=domains)
 
 

@@ -54,7 +54,12 @@ __all__ = [
 
 
 def _backend_distribution(dist_class, names, params, event_rank):
-    dist = dist_class(**dict(zip(names, params)))
+    kwargs = dict(zip(names, params))
+    if any(getattr(p, "is_meta", False) for p in params):
+        # shape inference on torch's meta tensors (symbolic tracing): no
+        # values to validate
+        kwargs["validate_args"] = False
+    dist = dist_class(**kwargs)
     extra = event_rank - len(dist.event_shape)
     return dist.to_event(extra) if extra > 0 else dist
 

@@ -21,6 +21,21 @@ def to_numpy(x):
     return np.asarray(x)
 
 
+def backend_exp(x):
+    """The backend's own ``exp`` (not ``funsor.ops``): a call tracing cannot
+    record."""
+    backend = funsor.get_backend()
+    if backend == "torch":
+        import torch
+
+        return torch.exp(x)
+    if backend == "jax":
+        import jax.numpy as jnp
+
+        return jnp.exp(x)
+    return np.exp(x)
+
+
 def evaluate(expr, arrays):
     """funsor's own eager evaluation of ``expr`` at ``arrays`` (terms built
     under ``reflect`` are reinterpreted eagerly after substitution), with

@@ -19,7 +19,7 @@ if funsor.get_backend() == "numpy":
     pytest.skip("funsor has no numpy distributions", allow_module_level=True)
 
 from funsor_lowering import compile_function, compiling, trace_function  # noqa: E402
-from funsor_lowering.tracer import RANDOM_OPS
+from funsor_lowering.tracing.tracer import RANDOM_OPS
 
 from .helpers import (
     assert_matches,

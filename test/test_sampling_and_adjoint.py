@@ -27,16 +27,19 @@ from funsor.optimizer import apply_optimizer
 from funsor.sum_product import sum_product
 from funsor.tensor import Tensor
 from funsor.terms import Variable
+from funsor.testing import randn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from funsor_lowering import compile_function, compile_funsor, compiling
 from funsor_lowering.interpretations.recording import current_recording
 from funsor_lowering.interpretations.segments import Segment
-from funsor_lowering.tracer import RANDOM_OPS, UntracedValueError, trace_on_examples
+from funsor_lowering.tracing.concretization import ConcretizationError
+from funsor_lowering.tracing.tracer import RANDOM_OPS, trace_symbolic
 
 from .helpers import (
     assert_matches,
+    backend_exp,
     from_numpy,
     random_arrays,
     run_in_fresh_process,
@@ -45,6 +48,8 @@ from .helpers import (
 )
 
 BACKEND = funsor.get_backend()
+# a backend call's error names the user's line: backend_exp in test/helpers.py
+AT_HELPERS = r"traced value.* at \S*helpers.py:\d+"
 
 
 def compile_in_block(fn, **domains):
@@ -417,27 +422,34 @@ def test_data_of_a_symbolic_funsor_points_to_trace_function(compile_with):
         compile_with(fn, f=Reals[2])
 
 
-def test_segments_refuse_values_computed_outside_ops():
-    # a segment traced on two sets of example arrays must give one program
+def test_segments_refuse_backend_calls_on_their_values():
+    # a segment's values are symbolic: a backend call has no value to use
     with compiling:
         x = Variable("x", Reals[2])
         segment = Segment({"x"}, current_recording())
 
         def outside_ops(world):
-            doubled = np.asarray(to_numpy(world.shadow(x).data)) * 2
-            return Tensor(from_numpy(doubled))
+            return Tensor(backend_exp(world.shadow(x).data))
 
-        with pytest.raises(UntracedValueError, match="different programs"):
+        with pytest.raises(ConcretizationError, match=AT_HELPERS):
             segment.embed(segment.run(outside_ops))
 
 
-def test_trace_on_examples_refuses_values_computed_outside_ops():
+def test_trace_symbolic_refuses_backend_calls_and_records_operators():
     def fn(f):
         forward, _ = forward_backward(ops.logaddexp, ops.add, f["x"])
-        return forward + Tensor(f.data * 2)  # backend arithmetic on .data
+        return forward + Tensor(backend_exp(f.data))
 
-    with pytest.raises(UntracedValueError, match="different programs"):
-        trace_on_examples(fn, {"f": Reals[2]})
+    with pytest.raises(ConcretizationError, match=AT_HELPERS):
+        trace_symbolic(fn, {"f": Reals[2]})
+
+    def doubled(f):
+        forward, _ = forward_backward(ops.logaddexp, ops.add, f["x"])
+        return forward + Tensor(f.data * 2)  # a Python operator: recorded
+
+    program = trace_symbolic(doubled, {"f": Reals[2]})
+    f = randn(2)
+    assert_matches(program(f=f), doubled(Tensor(f)).data)
 
 
 def test_gaussian_of_symbolic_arrays_in_a_block_points_to_compile_function():

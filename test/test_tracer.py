@@ -20,7 +20,7 @@ from funsor.sum_product import sum_product
 from funsor.tensor import Tensor
 
 from funsor_lowering import compile_function, trace_function
-from funsor_lowering.tracer import RANDOM_OPS, UntracedValueError
+from funsor_lowering.tracing.tracer import RANDOM_OPS, UntracedValueError
 
 from .helpers import (
     assert_matches,
@@ -128,15 +128,29 @@ def test_random_ops_are_live():
     assert any(isinstance(o.op, RANDOM_OPS) for o in program.operations)
 
 
-def test_untraced_data_flow_is_an_error():
+def test_arrays_computed_outside_ops_are_refused_unless_allowed():
+    scale = backend_randn(3)
+
     def fn(x):
-        y = x * 2  # the backend's operator, not funsor.ops: not recorded
-        return ops.exp(y)
+        y = scale * 2  # the backend's operator on a constant: not recorded
+        return ops.exp(ops.mul(x, y))
 
     with pytest.raises(UntracedValueError, match=r"shape \(3,\).*outside recorded"):
         trace_function(fn, {"x": backend_randn(3)})
     program = trace_function(fn, {"x": backend_randn(3)}, allow_constants=True)
     assert program.constants  # embedded, as asked
+    x = backend_randn(3)
+    assert_matches(program(x=x), fn(x))
+
+
+def test_python_operators_on_traced_values_are_recorded():
+    def fn(x, y):
+        return {"sum": -x + 2 * y / (1 + abs(x)), "index": (x @ y)[None], "gt": x > y}
+
+    x, y = backend_randn(3), backend_randn(3)
+    program = trace_function(fn, {"x": x, "y": y})
+    x, y = backend_randn(3), backend_randn(3)
+    assert_matches(program(x=x, y=y), fn(x, y))
 
 
 def test_constants_from_constants_are_fine():

@@ -23,12 +23,6 @@ class ArrayBackend:
         values ``params`` (positionally, after the operands), or ``None``."""
         return self.fast_implementations.get(op_type)
 
-    def traced_input(self, array):
-        """``array`` as the traced function sees it: a value whose
-        conversions refuse while the trace records, where the backend can
-        have one (numpy); the array itself elsewhere."""
-        return array
-
     def activate(self):
         """Make sure funsor's op implementations for this backend are registered."""
 
@@ -61,12 +55,6 @@ class ArrayBackend:
         """An array of this backend as a numpy array (for comparisons)."""
         return np.asarray(array)
 
-    def example_array(self, shape, seed=0):
-        """A real array of ``shape`` with standard normal entries (fixed seed),
-        for tracing code whose results do not depend on the values."""
-        rng = np.random.default_rng(seed)
-        return self.from_numpy(rng.standard_normal(tuple(shape)))
-
     def example_input(self, value_type):
         """An array of zeros of a :class:`~funsor_lowering.program.ValueType`
         (for resolving implementations by type, never as data)."""
@@ -88,11 +76,68 @@ class ArrayBackend:
         program itself: numpy has no jit)."""
         return program
 
+    # dtypes of random draws (symbolic tracing's shape rules)
+    float_dtype = np.dtype("float64")
+    int_dtype = np.dtype("int64")
+
+    def abstract_eval(self, fn, args, kwargs):
+        """``fn(*args, **kwargs)`` where ``args`` hold
+        :class:`~funsor_lowering.tracing.symbolic.SymbolicArray` s: the
+        result with symbolic arrays for arrays, computed on stand-ins
+        (:func:`stand_in`, converted by :meth:`from_stand_in`)."""
+        from ..tracing.symbolic import SymbolicArray, map_symbolic
+
+        def to_stand_in(x):
+            return self.from_stand_in(stand_in(x.shape, self.numpy_dtype(x.dtype)))
+
+        args, kwargs = map_symbolic(to_stand_in, (args, kwargs))
+        with np.errstate(all="ignore"):
+            result = fn(*args, **kwargs)
+
+        def symbolic(value):
+            if self.is_array(value):
+                return SymbolicArray(tuple(value.shape), value.dtype)
+            if isinstance(value, tuple):
+                return tuple(symbolic(v) for v in value)
+            return value
+
+        return symbolic(result)
+
+    def from_stand_in(self, array):
+        """A read-only numpy stand-in as this backend's array."""
+        return array
+
+    def numpy_dtype(self, dtype):
+        """A dtype of this backend as numpy's."""
+        return np.dtype(dtype)
+
     def tracing_hooks(self):
         """Hook replacements (:mod:`funsor_lowering.hooks`) in effect while
         tracing: route backend calls that funsor makes outside ``funsor.ops``
         (jax's key splitting) through ops."""
         return {}
+
+
+def stand_in(shape, dtype):
+    """A read-only numpy array of ``shape`` and ``dtype`` for abstract
+    evaluation: identity matrices where the last two axes are square
+    (Cholesky factors, solves and inverses stay defined), else ones; zeros
+    for integers and booleans (valid indices).
+
+    Example::
+
+        >>> stand_in((2, 2, 2), np.dtype("float32"))[0]
+        array([[1., 0.],
+               [0., 1.]], dtype=float32)
+    """
+    dtype = np.dtype(dtype)
+    if not np.issubdtype(dtype, np.inexact):
+        base = np.zeros((), dtype)
+    elif len(shape) >= 2 and shape[-1] == shape[-2]:
+        base = np.eye(shape[-1], dtype=dtype)
+    else:
+        base = np.ones((), dtype)
+    return np.broadcast_to(base, tuple(shape))
 
 
 def dtype_kind(dtype):

@@ -55,6 +55,25 @@ class JaxBackend(ArrayBackend):
     def example_key(self):
         return jax.random.PRNGKey(0)
 
+    def abstract_eval(self, fn, args, kwargs):
+        """Under ``jax.eval_shape``: shapes only, nothing computed."""
+        from ..tracing.symbolic import SymbolicArray, map_symbolic
+
+        leaves = []
+
+        def collect(value):
+            leaves.append(jax.ShapeDtypeStruct(value.shape, value.dtype))
+            return _Slot(len(leaves) - 1)
+
+        positions = map_symbolic(collect, (args, kwargs))
+
+        def concrete(*arrays):
+            a, k = _fill(positions, arrays)
+            return fn(*a, **k)
+
+        result = jax.eval_shape(concrete, *leaves)
+        return jax.tree_util.tree_map(lambda s: SymbolicArray(s.shape, s.dtype), result)
+
     def jit(self, program):
         # Inputs enter the jitted function as flat leaves and outputs leave
         # it as a flat tuple, nested again outside (jax sorts dict keys,
@@ -80,6 +99,29 @@ class JaxBackend(ArrayBackend):
             return tuple(split_key(key, index=i, num=num) for i in range(num))
 
         return {"jax.random.split": split}
+
+
+class _Slot:
+    """Where a symbolic array was in an op's arguments."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+def _fill(positions, arrays):
+    """``positions`` (arguments with :class:`_Slot` s for symbolic arrays)
+    with the arrays in those slots."""
+    if type(positions) is tuple:
+        return tuple(_fill(p, arrays) for p in positions)
+    if isinstance(positions, list):
+        return [_fill(p, arrays) for p in positions]
+    if isinstance(positions, dict):
+        return {k: _fill(v, arrays) for k, v in positions.items()}
+    if isinstance(positions, _Slot):
+        return arrays[positions.index]
+    return positions
 
 
 def _amin(x, axis=None, keepdims=False):

@@ -50,10 +50,5 @@ class NumpyBackend(ArrayBackend):
     def from_numpy(self, array):
         return array
 
-    def traced_input(self, array):
-        from ..concretization import TracedArray
-
-        return np.asarray(array).view(TracedArray)
-
 
 BACKEND = NumpyBackend()

@@ -6,6 +6,7 @@ import typing
 import warnings
 
 import funsor.torch  # noqa: F401  registers torch implementations of funsor.ops
+import numpy as np
 import torch
 import torch.fx
 from funsor import ops
@@ -45,6 +46,46 @@ class TorchBackend(ArrayBackend):
 
     def to_numpy(self, array):
         return array.detach().cpu().numpy()
+
+    @property
+    def float_dtype(self):
+        return torch.get_default_dtype()
+
+    int_dtype = torch.int64
+
+    def abstract_eval(self, fn, args, kwargs):
+        """On ``meta`` tensors (shapes only, no RNG); on read-only CPU
+        stand-ins where an op has no meta implementation."""
+        from ..tracing.symbolic import SymbolicArray
+
+        def to_meta(value):
+            if isinstance(value, SymbolicArray):
+                return torch.empty(value.shape, dtype=value.dtype, device="meta")
+            if isinstance(value, torch.Tensor):
+                return value.to("meta")
+            if isinstance(value, (tuple, list)):
+                return type(value)(to_meta(v) for v in value)
+            return value
+
+        try:
+            result = fn(*to_meta(args), **{k: to_meta(v) for k, v in kwargs.items()})
+        except (RuntimeError, NotImplementedError):
+            return super().abstract_eval(fn, args, kwargs)
+
+        def symbolic(value):
+            if isinstance(value, torch.Tensor):
+                return SymbolicArray(tuple(value.shape), value.dtype)
+            if isinstance(value, tuple):
+                return tuple(symbolic(v) for v in value)
+            return value
+
+        return symbolic(result)
+
+    def from_stand_in(self, array):
+        return torch.from_numpy(np.array(array))
+
+    def numpy_dtype(self, dtype):
+        return torch.empty((), dtype=dtype).numpy().dtype
 
     def from_numpy(self, array):
         if array.dtype.kind == "f":

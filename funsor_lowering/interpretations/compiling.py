@@ -40,8 +40,8 @@ from ..compiler import compile_structure
 from ..errors import NeedsEagerValues, user_frame
 from ..lowering import has_real_inputs
 from ..program import value_type_of
-from ..rng_keys import KEY_INPUT
 from ..sound_algebra import fuses_non_distributive, sound_pattern
+from ..tracing.rng_keys import KEY_INPUT
 from .eager_steps import (
     TapeEntry,
     record_symbolically,

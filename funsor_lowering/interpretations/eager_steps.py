@@ -70,10 +70,10 @@ def symbolic_sample(self, sampled_vars, sample_inputs=None, rng_key=None):
         )
         return None if sample is shadow else sample
 
-    samples = segment.run(draw)
-    if samples[0] is None and samples[1] is None:
+    sample = segment.run(draw)
+    if sample is None:
         return self  # nothing left to sample (funsor's sign to stop)
-    return segment.embed(samples)
+    return segment.embed(sample)
 
 
 def _sampled_names(term):

@@ -14,7 +14,7 @@ from funsor.domains import Reals
 from funsor.terms import Variable
 
 from ..extra_ops import split_key
-from ..rng_keys import KEY_INPUT
+from ..tracing.rng_keys import KEY_INPUT
 
 # A jax PRNG key as a block's terms type it (the program types it exactly).
 KEY_DOMAIN = Reals[2]

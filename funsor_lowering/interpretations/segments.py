@@ -6,9 +6,10 @@ runs its adjoint tape on concrete arrays only. Inside a ``with compiling:``
 block such a step runs as a :class:`Segment` (:mod:`.eager_steps` hooks
 the steps in):
 
-1. the symbolic terms it needs are evaluated on example arrays, with the
+1. the symbolic terms it needs are evaluated on symbolic arrays
+   (:class:`~funsor_lowering.tracing.symbolic.SymbolicArray`), with the
    tracer recording every op (their *shadows*); funsor's own code then runs
-   on the shadows, exactly as it runs eagerly;
+   on the shadows once, exactly as it runs eagerly;
 2. the recorded ops become a sub-program whose inputs are the block's
    symbolic values (real ``Variable`` s, results of earlier segments, the
    jax ``rng_key``), and each array of the result becomes a
@@ -18,9 +19,9 @@ the steps in):
 3. compiling inlines each segment's sub-program once (:func:`inline_segments`),
    so its random draws stay live ops, drawn once per program call.
 
-Each segment runs on two sets of example arrays and is refused if the two
-sub-programs differ (arrays computed outside ``funsor.ops``, branches on
-values). Example::
+The step runs once; a branch or conversion on a shadow's values raises
+:class:`~funsor_lowering.tracing.concretization.ConcretizationError`, and no
+RNG is drawn from. Example::
 
     >>> import numpy as np
     >>> from funsor import ops
@@ -84,15 +85,15 @@ from ..backends import array_backend
 from ..errors import NeedsEagerValues
 from ..program import map_leaves, value_type_of
 from ..program.editor import Editor, Ref
-from ..rng_keys import KeySource
 from ..subprograms import SegmentOutputOp, SegmentProgram, segment_output
-from ..tracer import (
+from ..tracing.concretization import backend_errors_named
+from ..tracing.rng_keys import KeySource
+from ..tracing.symbolic import SymbolicArray
+from ..tracing.tracer import (
     Node,
     OpRecorder,
     TracingInterpretation,
-    UntracedValueError,
     _build_program,
-    same_program,
     tracing_hooks,
 )
 from .recording import block_state, open_blocks
@@ -130,8 +131,8 @@ def _extract_samples_segment_value(term):
 
 
 class Segment:
-    """One sampling or adjoint step of a compiling block, run on the shadows
-    of its symbolic inputs in two worlds (sets of example arrays).
+    """One sampling or adjoint step of a compiling block, run once on the
+    shadows of its symbolic inputs (a :class:`World` of symbolic arrays).
 
     :param frozenset params: names of the real ``Variable`` s that are the
         step's inputs (substituted by example arrays); others stay symbolic.
@@ -144,8 +145,7 @@ class Segment:
         self.backend = array_backend(funsor.get_backend())
         self.inputs = []  # the block's symbolic values behind each input
         self.input_ids = {}  # id(term) -> index in self.inputs
-        interp = shadow_interpretation(get_interpretation())
-        self.worlds = [World(self, seed, interp) for seed in (0, 1)]
+        self.world = World(self, shadow_interpretation(get_interpretation()))
 
     def input_index(self, term):
         k = self.input_ids.get(id(term))
@@ -155,32 +155,27 @@ class Segment:
         return k
 
     def run(self, fn):
-        """``fn(world)`` in each world, with the tracer recording."""
-        return [world.run(fn) for world in self.worlds]
+        """``fn(world)``, with the tracer recording."""
+        return self.world.run(fn)
 
-    def embed(self, results):
-        """World 0's result as a symbolic funsor (or a nesting of tuples,
-        lists and dicts of them), checked against world 1's."""
-        signatures, leaves = zip(*(_signature(r) for r in results))
-        if signatures[0] != signatures[1]:
-            raise _depends_on_values()
-        keyed = any(world.keys.used for world in self.worlds)
-        programs = [w.program(leaf, keyed) for w, leaf in zip(self.worlds, leaves)]
-        if not same_program(*programs, self.backend):
-            raise _depends_on_values()
-        program, used = _used_inputs_only(programs[0])
+    def embed(self, result):
+        """The world's result as a symbolic funsor (or a nesting of tuples,
+        lists and dicts of them)."""
+        leaves = _tensor_leaves(result)
+        keyed = self.world.keys.used
+        program, used = _used_inputs_only(self.world.program(leaves, keyed))
         args = [self.inputs[k] for k in used if k < len(self.inputs)]
         if keyed and len(self.inputs) in used:
             args.append(self.recording.next_key())
-        domains = [_positional_domain(leaf) for leaf in leaves[0]]
+        domains = [_positional_domain(leaf) for leaf in leaves]
         segment = SegmentProgram(program, domains)
         terms = {}
-        for k, leaf in enumerate(leaves[0]):
+        for k, leaf in enumerate(leaves):
             term = Finitary(SegmentOutputOp(segment=segment, index=k), tuple(args))
             for name, domain in leaf.inputs.items():
                 term = term[Variable(name, domain)]
             terms[id(leaf)] = term
-        return map_leaves(lambda value: _rebuild(value, terms), results[0])
+        return map_leaves(lambda value: _rebuild(value, terms), result)
 
 
 def _used_inputs_only(program):
@@ -197,24 +192,23 @@ def _used_inputs_only(program):
 
 
 class World:
-    """One set of example arrays: the shadows of symbolic terms in it."""
+    """The shadows of a segment's symbolic terms: funsor values over
+    symbolic arrays."""
 
-    def __init__(self, segment, seed, interp):
+    def __init__(self, segment, interp):
         self.segment = segment
-        self.seed = seed
         self.interp = interp
         self.recorder = OpRecorder(segment.backend)
-        self.arrays = []  # example array of each segment input
+        self.arrays = []  # symbolic array of each segment input
         self.memo = {}  # id(symbolic term) -> shadow
         self.keep = []  # symbolic terms in memo, alive
         self.inverse = {}  # id(shadow) -> symbolic term
         self.by_structure = {}  # _structure(lazy shadow) -> symbolic term
-        key = segment.backend.example_key()
-        self.key = None if key is None else self._register(key)
+        key = SymbolicArray((2,), np.dtype("uint32"))
+        self.key = self._register(key) if segment.backend.keyed else None
         self.keys = KeySource(self.key)
 
     def _register(self, array):
-        array = self.segment.backend.as_traceable(array)
         self.recorder.add(Node(array, live=True))
         return array
 
@@ -229,7 +223,7 @@ class World:
             _RUNNING.reset(token)
 
     def run(self, fn):
-        with self.running():
+        with self.running(), backend_errors_named():
             return fn(self)
 
     def remember(self, term, shadow, eager=None):
@@ -289,16 +283,11 @@ class World:
         while len(self.arrays) <= k:
             self.arrays.append(None)
         if self.arrays[k] is None:
-            self.arrays[k] = self._register(self._example(term.output, k))
+            domain = term.output
+            backend = self.segment.backend
+            dtype = backend.float_dtype if domain.dtype == "real" else backend.int_dtype
+            self.arrays[k] = self._register(SymbolicArray(domain.shape, dtype))
         return Tensor(self.arrays[k], OrderedDict(), term.dtype)
-
-    def _example(self, domain, k):
-        backend = self.segment.backend
-        seed = 1000 * self.seed + k
-        if domain.dtype == "real":
-            return backend.example_array(domain.shape, seed=seed)
-        rng = np.random.default_rng(seed)
-        return backend.from_numpy(rng.integers(0, domain.dtype, domain.shape))
 
     def program(self, leaves, keyed):
         """The recorded sub-program from the inputs to ``leaves``' data."""
@@ -378,50 +367,37 @@ def _rename(term, names):
     return reflect.interpret(get_origin(type(term)), *args)
 
 
-def _signature(value):
-    """A hashable description of a funsor result without its arrays, and
-    its ``Tensor`` leaves, in order."""
+def _tensor_leaves(value):
+    """The ``Tensor`` leaves of a funsor result (a nesting of funsors,
+    tuples, frozensets, lists and dicts), in order."""
     leaves = []
 
-    def sig(x):
+    def visit(x):
         if isinstance(x, Tensor):
             leaves.append(x)
-            inputs = tuple((_unbound(k), d) for k, d in x.inputs.items())
-            return ("Tensor", inputs, x.dtype, tuple(x.data.shape))
-        if isinstance(x, Gaussian):
+        elif isinstance(x, Gaussian):
             raise NeedsEagerValues(
                 "a Gaussian result of sampling or of the adjoint tape (its "
                 "arrays cannot be symbolic in a compiling block); use "
                 "funsor_lowering.compile_function or trace_function"
             )
-        if isinstance(x, Funsor):
-            return (type(x).__name__,) + tuple(sig(a) for a in x._ast_values)
-        if isinstance(x, tuple):
-            return ("tuple",) + tuple(sig(a) for a in x)
-        if isinstance(x, frozenset):
-            return ("frozenset", frozenset(sig(a) for a in x))
-        if isinstance(x, str):
-            return _unbound(x)  # funsor's fresh names differ between runs
+        elif isinstance(x, Funsor):
+            for a in x._ast_values:
+                visit(a)
+        elif isinstance(x, (tuple, frozenset, list)):
+            for a in x:
+                visit(a)
+        elif isinstance(x, dict):
+            for a in x.values():
+                visit(a)
         return x
 
-    signature = map_leaves(sig, value)
-    return _hashable(signature), leaves
+    visit(value)
+    return leaves
 
 
 def _unbound(name):
     return name.split("__BOUND")[0]
-
-
-def _hashable(structure):
-    if isinstance(structure, dict):  # keyed by terms: compared by identity
-        return tuple((_identity(k), _hashable(v)) for k, v in structure.items())
-    if isinstance(structure, list):
-        return tuple(_hashable(v) for v in structure)
-    return structure
-
-
-def _identity(key):
-    return ("term", id(key)) if isinstance(key, Funsor) else key
 
 
 def _positional_domain(leaf):
@@ -440,16 +416,6 @@ def _rebuild(value, terms):
         return value
     args = tuple(_rebuild(a, terms) for a in value._ast_values)
     return type(value)(*args)
-
-
-def _depends_on_values():
-    return UntracedValueError(
-        "a sampling or adjoint step in a compiling block gave different "
-        "programs on two sets of example arrays: its results depend on input "
-        "values through arrays computed outside funsor.ops or through "
-        "branches on values; use funsor_lowering.trace_function on the "
-        "arrays you have"
-    )
 
 
 def _structure(term):

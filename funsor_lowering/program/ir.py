@@ -126,19 +126,18 @@ class ValueType:
 
 
 def value_type_of(value, backend=None):
-    """The :class:`ValueType` of a constant, or ``None`` if unknown. Without
-    a ``backend``, arrays are recognized by their ``shape`` and ``dtype``."""
+    """The :class:`ValueType` of a constant or traced value, or ``None`` if
+    unknown. Arrays not of ``backend`` are recognized by their ``shape`` and
+    ``dtype``."""
     if isinstance(value, bool):
         return ValueType((), "bool")
     if isinstance(value, numbers.Integral):
         return ValueType((), "int")
     if isinstance(value, numbers.Real):
         return ValueType((), "real")
-    if backend is not None:
-        if backend.is_array(value):
-            return ValueType(tuple(value.shape), backend.dtype_kind(value))
-        return None
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
+    if backend is not None and backend.is_array(value):
+        return ValueType(tuple(value.shape), backend.dtype_kind(value))
+    if hasattr(value, "shape") and hasattr(value, "dtype"):  # symbolic arrays too
         return ValueType(tuple(value.shape), dtype_kind(value.dtype))
     return None
 

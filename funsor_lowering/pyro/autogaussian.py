@@ -29,7 +29,7 @@ from pyro.infer.autoguide.gaussian import (
 )
 from pyro.poutine.runtime import am_i_wrapped, get_plates
 
-from ..tracer import trace_function
+from ..tracing.tracer import trace_function
 
 
 class AutoGaussianCompiled(AutoGaussianFunsor):

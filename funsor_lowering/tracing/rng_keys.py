@@ -12,7 +12,7 @@ import contextvars
 
 from funsor.util import get_backend
 
-from .extra_ops import split_key
+from ..extra_ops import split_key
 
 # The input name of the key of programs that draw on jax.
 KEY_INPUT = "rng_key"

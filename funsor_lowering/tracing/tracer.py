@@ -41,31 +41,35 @@ from funsor.terms import Align, Funsor, Number, Slice, Subs, Tuple, Variable
 from funsor.typing import get_origin
 from funsor.util import get_backend
 
-from . import gaussian_patterns, hooks, rules, shapes  # noqa: F401  (register lowering and shape rules)
-from .backends import array_backend
-from .concretization import ACTIVE_RECORDER, plain
-from .errors import UnsupportedTermError
-from .extra_ops import (
+from .. import hooks, rules, shapes  # noqa: F401  (register lowering and shape rules)
+from ..backends import array_backend
+from ..backends.base import stand_in
+from ..errors import UnsupportedTermError
+from ..extra_ops import (
     RANDOM_OP_TYPES,
     DistributionLogProbOp,
     DistributionSampleOp,
     RandnWithKeyOp,
     categorical_sample,
 )
-from .layout import align, union_batch
-from .lowering import Lowerer
-from .program import (
+from ..layout import align, union_batch
+from ..lowering import Lowerer
+from ..program import (
     ValueType,
     iter_paths,
     map_leaves,
     path_suffix,
     value_type_of,
 )
-from .program.codegen import bind_call
-from .program.editor import Editor
-from .program.passes import optimize
+from ..program.codegen import bind_call
+from ..program.editor import Editor
+from ..program.passes import optimize
+from ..sound_algebra import is_normal_contraction
+from . import gaussian_patterns
+from .abstract import abstract_result
+from .concretization import backend_errors_named
 from .rng_keys import KEY_INPUT, KeySource, draw_key
-from .sound_algebra import is_normal_contraction
+from .symbolic import SymbolicArray, has_symbolic
 
 RANDOM_OPS = RANDOM_OP_TYPES
 # Ops whose first argument is a prototype: only its type and device matter.
@@ -129,18 +133,21 @@ class OpRecorder:
                 args, kwargs = _with_draw_key(op, args, kwargs)
             recorder._depth += 1
             try:
-                result = original(op, *args, **kwargs)
+                if has_symbolic(args) or has_symbolic(tuple(kwargs.values())):
+                    result = abstract_result(
+                        op, args, kwargs, recorder.backend, original
+                    )
+                else:
+                    result = original(op, *args, **kwargs)
             finally:
                 recorder._depth -= 1
             return recorder.record(op, args, kwargs, result)
 
         self._hooks = hooks.replaced({"Op.__call__": traced_call})
         self._hooks.__enter__()
-        self._active = ACTIVE_RECORDER.set(self)
         return self
 
     def __exit__(self, *args):
-        ACTIVE_RECORDER.reset(self._active)
         hooks_, self._hooks = self._hooks, None
         return hooks_.__exit__(*args)
 
@@ -190,7 +197,7 @@ class OpRecorder:
         return result
 
     def _is_array(self, value):
-        return self.backend.is_array(value)
+        return isinstance(value, SymbolicArray) or self.backend.is_array(value)
 
 
 def _with_draw_key(op, args, kwargs):
@@ -301,7 +308,7 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
     """``Distribution._sample`` while tracing: the draw is one recorded random
     op on the parameters' data (funsor's own calls the backend sampler on
     them directly, outside ``funsor.ops``)."""
-    from .rules.distributions import parameter_operands
+    from ..rules.distributions import parameter_operands
 
     value = self.value
     if not isinstance(value, Variable) or value.name not in sampled_vars:
@@ -327,8 +334,7 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
     inputs = OrderedDict(sample_inputs)
     inputs.update(batch)
     point = Tensor(draw, inputs, value.output.dtype)
-    raw = self.dist_class(**dict(zip(names, operands)))
-    if raw.has_rsample:
+    if _has_rsample(self.dist_class, names, operands):
         return funsor.delta.Delta(value.name, point)
     # Score-function (DiCE) factor, as funsor's own sampler adds.
     log_prob = DistributionLogProbOp(
@@ -336,6 +342,25 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
     )(tuple(operands) + (draw,))
     dice = Tensor(ops.sub(log_prob, ops.detach(log_prob)), inputs)
     return funsor.delta.Delta(value.name, point, dice)
+
+
+def _has_rsample(dist_class, names, operands):
+    """Whether the backend distribution reparametrizes its draws: a class
+    attribute, else read from an instance built on stand-ins (it depends
+    on which parameters the distribution has, not on their values)."""
+    has_rsample = getattr(dist_class, "has_rsample", False)
+    if isinstance(has_rsample, bool):
+        return has_rsample
+    backend = array_backend(get_backend())
+
+    def concrete(value):
+        if isinstance(value, SymbolicArray):
+            dtype = backend.numpy_dtype(value.dtype)
+            return backend.from_stand_in(stand_in(value.shape, dtype))
+        return value
+
+    params = {name: concrete(a) for name, a in zip(names, operands)}
+    return dist_class(**params, validate_args=False).has_rsample
 
 
 def traced_tensor_sample(self, sampled_vars, sample_inputs, rng_key):
@@ -379,7 +404,9 @@ def traced_tensor_sample(self, sampled_vars, sample_inputs, rng_key):
         rest = ops.floordiv(rest, domain.size)
         results.append(funsor.delta.Delta(name, point))
     backend = get_backend()
-    if backend == "jax" or (backend == "torch" and flat_logits.requires_grad):
+    if backend == "jax" or (
+        backend == "torch" and getattr(flat_logits, "requires_grad", True)
+    ):
         # funsor's DiCE factor, to keep gradients: log|f| + f(x0) - detach(f(x0))
         size = flat_logits.shape[-1]
         arange = ops.new_arange(flat_logits, size)
@@ -413,8 +440,11 @@ def tracing_hooks(backend):
 
 
 def trace_function(fn, kwargs, *, allow_constants=False):
-    """Trace ``fn(**kwargs)`` on concrete arrays into an :class:`OpProgram`
-    taking and returning the same nesting (of tuples, lists and dicts).
+    """Trace ``fn(**kwargs)`` into an :class:`OpProgram` taking and returning
+    the same nesting (of tuples, lists and dicts). ``fn`` runs once, on
+    symbolic arrays of the given arrays' shapes and dtypes (their values
+    are never read): a Python branch or conversion on a value computed from
+    them raises :class:`~.concretization.ConcretizationError`.
 
     :param dict kwargs: name -> backend array, or nesting of arrays.
     :param bool allow_constants: embed arrays that no recorded op produced
@@ -424,7 +454,6 @@ def trace_function(fn, kwargs, *, allow_constants=False):
         raise TypeError(f"trace_function expects a dict of inputs, got {kwargs!r}")
     backend = array_backend(get_backend())
     backend.activate()
-    recorder = OpRecorder(backend)
     input_types = {}
     for name, value in kwargs.items():
         for path, leaf in iter_paths(value):
@@ -433,27 +462,32 @@ def trace_function(fn, kwargs, *, allow_constants=False):
                     f"input {name!r}{path_suffix(path)}: expected a "
                     f"{backend.array_type_name}, got {type(leaf).__name__}"
                 )
-            if recorder.node(leaf) is not None:
-                raise ValueError(f"input {name!r}: the same array is passed twice")
         input_types[name] = map_leaves(
             lambda a: ValueType(tuple(a.shape), backend.dtype_kind(a)), value
         )
-    # the function sees inputs whose conversions refuse (concretization.py)
-    traced = map_leaves(backend.traced_input, kwargs)
-    for value in traced.values():
+    symbolic = map_leaves(lambda a: SymbolicArray(a.shape, a.dtype), kwargs)
+    recorder = _recorder_of(backend, symbolic)
+    with tracing_hooks(backend), recorder, TracingInterpretation():
+        with backend_errors_named():
+            result = fn(**symbolic)
+    return _build_program(recorder, symbolic, input_types, result, allow_constants)
+
+
+def _recorder_of(backend, inputs):
+    """An :class:`OpRecorder` whose live values are the leaves of ``inputs``."""
+    recorder = OpRecorder(backend)
+    for value in inputs.values():
         for _, leaf in iter_paths(value):
             recorder.add(Node(leaf, live=True))
-    with tracing_hooks(backend), recorder, TracingInterpretation():
-        result = fn(**traced)
-    return _build_program(recorder, traced, input_types, result, allow_constants)
+    return recorder
 
 
-def trace_on_examples(fn, domains):
+def trace_symbolic(fn, domains):
     """``compile_function``'s route for code a compiling block cannot hold
-    symbolically (Gaussians built from its keywords): ``fn`` runs eagerly on
-    ``Tensor`` s of example arrays (one per real-valued keyword; ``Bint``
-    keywords stay ``Variable`` s) while every op is recorded. Results are
-    funsor's eager ones, laid out as their ``.data``. On jax, a program that
+    symbolically (Gaussians built from its keywords): ``fn`` runs once, on
+    ``Tensor`` s of symbolic arrays (one per real-valued keyword; ``Bint``
+    keywords stay ``Variable`` s), while every op is recorded. Results are
+    laid out as funsor's eager results' ``.data``. On jax, a program that
     samples takes an ``rng_key`` input, which draws given no key split.
 
     Example::
@@ -466,7 +500,7 @@ def trace_on_examples(fn, domains):
         ...     expr = f["x"].reduce(ops.logaddexp, "x")
         ...     forward, marginals = forward_backward(ops.logaddexp, ops.add, expr)
         ...     return forward
-        >>> program = trace_on_examples(log_partition, {"f": Reals[2]})
+        >>> program = trace_symbolic(log_partition, {"f": Reals[2]})
         >>> program(f=np.zeros(2))  # log 2
         array(0.69314718)
     """
@@ -476,67 +510,27 @@ def trace_on_examples(fn, domains):
             f"programs traced on the jax backend"
         )
     backend = array_backend(get_backend())
+    backend.activate()
     variables = {n: Variable(n, d) for n, d in domains.items() if d.dtype != "real"}
-    sources = []
-
-    def run(**kwargs):
-        source = KeySource(kwargs.pop(KEY_INPUT, None))
-        sources.append(source)
-        tensors = {name: Tensor(array) for name, array in kwargs.items()}
-        with source:
-            result = fn(**tensors, **variables)
-        return map_leaves(_eager_data, result)
-
-    # Literals in fn (funsor builds their arrays outside ops) are constants.
-    # An array computed outside ops *from the inputs*, or a branch on input
-    # values, would be baked in too: a trace on other example arrays must
-    # give the same program.
-    first, second = (
-        _trace_examples(run, backend, domains, seed, sources) for seed in (0, 1)
-    )
-    if not same_program(first, second, backend):
-        raise UntracedValueError(
-            "compile_function traced the function on two sets of example "
-            "arrays and got different programs: its results depend on input "
-            "values through arrays computed outside funsor.ops (backend calls "
-            "on .data) or through branches on values; compute with funsor.ops "
-            "or funsor terms, or use trace_function on the arrays you have"
-        )
-    return first
-
-
-def _trace_examples(run, backend, domains, seed, sources):
     arrays = OrderedDict(
-        (name, backend.example_array(domain.shape, seed=seed * len(domains) + k))
-        for k, (name, domain) in enumerate(domains.items())
+        (name, SymbolicArray(domain.shape, backend.float_dtype))
+        for name, domain in domains.items()
         if domain.dtype == "real"
     )
-    key = backend.example_key()
-    if key is not None:
-        program = trace_function(run, {**arrays, KEY_INPUT: key}, allow_constants=True)
-        if sources[-1].used:
-            return program
-    return trace_function(run, arrays, allow_constants=True)
-
-
-def same_program(first, second, backend):
-    """Whether two recordings (of one function on different example arrays)
-    are the same program: equal operations and equal constants."""
-    return first.operations == second.operations and _same_constants(
-        first, second, backend
-    )
-
-
-def _same_constants(first, second, backend):
-    if len(first.constants) != len(second.constants):
-        return False
-    for a, b in zip(first.constants, second.constants):
-        if backend.is_array(a) != backend.is_array(b):
-            return False
-        a, b = (backend.to_numpy(v) if backend.is_array(v) else v for v in (a, b))
-        if not np.array_equal(a, b, equal_nan=True):
-            return False
-    return True
+    types = OrderedDict((n, ValueType(a.shape, "real")) for n, a in arrays.items())
+    key = SymbolicArray((2,), np.dtype("uint32")) if backend.keyed else None
+    inputs = arrays if key is None else OrderedDict(arrays, **{KEY_INPUT: key})
+    recorder = _recorder_of(backend, inputs)
+    tensors = {name: Tensor(array) for name, array in arrays.items()}
+    keys = KeySource(key)
+    with tracing_hooks(backend), recorder, TracingInterpretation(), keys:
+        with backend_errors_named():
+            result = map_leaves(_eager_data, fn(**tensors, **variables))
+    if keys.used:
+        inputs, types = dict(inputs), {**types, KEY_INPUT: ValueType((2,), "int")}
+    else:
+        inputs = arrays
+    return _build_program(recorder, inputs, types, result, True)
 
 
 def _eager_data(value):
@@ -544,7 +538,7 @@ def _eager_data(value):
         return value.data
     if isinstance(value, Funsor):
         raise TypeError(
-            f"compile_function traced the function on example values, and it "
+            f"compile_function traced the function on symbolic arrays, and it "
             f"returned a lazy {type(value).__name__} with free inputs "
             f"{list(value.inputs)}; return funsors funsor evaluates eagerly"
         )
@@ -571,7 +565,7 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
                 array, consumer = node.tainted
                 raise _untraced(array, f"{where} (through {consumer!r})")
             if not node.live:  # computed from constants only: a constant
-                number[id(node)] = editor.add_constant(plain(node.value))
+                number[id(node)] = editor.add_constant(node.value)
                 continue
             if node.op is None:
                 raise NotImplementedError(
@@ -605,7 +599,7 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
         if node is None:
             if not allow_constants:
                 raise _untraced(value, "an output")
-            return editor.add_constant(plain(value))
+            return editor.add_constant(value)
         visit(node, "an output")
         return number[id(node)]
 

@@ -49,10 +49,10 @@ from funsor.terms import (
     Variable,
 )
 
-from . import gaussian_algebra as ga
-from . import hooks
-from .layout import align_expanded
-from .lowering import Lowered
+from .. import gaussian_algebra as ga
+from .. import hooks
+from ..layout import align_expanded
+from ..lowering import Lowered
 from .rng_keys import draw_key
 
 COMPRESSION_THRESHOLD = 2  # funsor's Gaussian.compression_threshold default

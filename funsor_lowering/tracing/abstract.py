@@ -1,0 +1,67 @@
+"""Abstract evaluation: the shape and dtype of an op's result on symbolic
+arrays, computed without their values and without touching any RNG.
+
+Each backend evaluates the op on stand-ins of the symbolic arguments
+(:meth:`~funsor_lowering.backends.base.ArrayBackend.abstract_eval`): jax
+under ``jax.eval_shape``, torch on ``meta`` tensors, numpy on read-only
+broadcast arrays whose values keep linear algebra defined
+(:func:`~funsor_lowering.backends.base.stand_in`). Random ops of backends
+whose draws use a global RNG (numpy, torch) have shape rules here instead.
+
+Example::
+
+    >>> import numpy as np
+    >>> from funsor import ops
+    >>> from funsor_lowering.backends import array_backend
+    >>> from funsor_lowering.hooks import original
+    >>> x = SymbolicArray((4, 3, 3), np.dtype("float64"))
+    >>> numpy, call = array_backend("numpy"), original("Op.__call__")
+    >>> abstract_result(ops.cholesky, (x,), {}, numpy, call)
+    SymbolicArray(shape=(4, 3, 3), dtype=float64)
+"""
+
+from funsor import ops
+
+from ..extra_ops import CategoricalSampleOp, RandnWithKeyOp
+from ..program.codegen import bind_call
+from .symbolic import SymbolicArray
+
+
+def abstract_result(op, args, kwargs, backend, call):
+    """``call(op, *args, **kwargs)``'s result, with symbolic arrays for
+    arrays: a :class:`SymbolicArray` or a tuple of them."""
+    rule = _RULES.get(type(op))
+    if rule is not None and not backend.keyed:
+        return rule(bind_call(op, args, kwargs).arguments, backend)
+    result = backend.abstract_eval(lambda *a, **k: call(op, *a, **k), args, kwargs)
+    if isinstance(result, tuple):
+        return tuple(_symbolic(op, r) for r in result)
+    return _symbolic(op, result)
+
+
+def _symbolic(op, value):
+    if isinstance(value, SymbolicArray):
+        return value
+    raise TypeError(
+        f"{op!r} on a traced value returned a {type(value).__name__}, not an "
+        f"array: its value would depend on the inputs' values, which tracing "
+        f"does not know; compute it with funsor.ops on arrays"
+    )
+
+
+def _randn_shape(arguments, backend):
+    return SymbolicArray(tuple(arguments["shape"]), backend.float_dtype)
+
+
+def _categorical_shape(arguments, backend):
+    logits = arguments["args"][0]
+    shape = tuple(arguments["sample_shape"]) + tuple(logits.shape[:-1])
+    return SymbolicArray(shape, backend.int_dtype)
+
+
+# Random ops evaluated by rule where draws use a global RNG (numpy, torch).
+_RULES = {
+    ops.RandnOp: _randn_shape,
+    RandnWithKeyOp: _randn_shape,
+    CategoricalSampleOp: _categorical_shape,
+}

@@ -1,0 +1,205 @@
+"""Symbolic arrays: the values a traced function runs on.
+
+A :class:`SymbolicArray` is known by its shape and dtype only, like jax's
+tracers and torch.fx's proxies. Every ``funsor.ops`` call on one is recorded
+by the active :class:`~funsor_lowering.tracing.tracer.OpRecorder`, which
+infers the result's shape and dtype (:func:`abstract_result`) without
+computing anything. Python operators are ``funsor.ops`` calls too. A Python
+branch or conversion (``bool()``, ``float()``, ``int()``, ``.item()``, ``if``
+on a comparison) or a backend call on one has no value to use: it raises
+:class:`~funsor_lowering.tracing.concretization.ConcretizationError`, naming
+the user's source line.
+
+Example::
+
+    >>> import numpy as np
+    >>> x = SymbolicArray((2, 3), np.dtype("float64"))
+    >>> x
+    SymbolicArray(shape=(2, 3), dtype=float64)
+    >>> bool(x)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    funsor_lowering.tracing.concretization.ConcretizationError: bool() of a traced ...
+"""
+
+import numpy as np
+from funsor import ops
+
+from .concretization import refuse
+
+
+class SymbolicArray:
+    """An array of ``shape`` and backend ``dtype`` whose values are not
+    known while tracing. Unhashable, as numpy arrays are (funsor keys its
+    terms' arrays by identity)."""
+
+    __slots__ = ("shape", "dtype", "__weakref__")
+    __hash__ = None
+    # numpy defers binary operators with an array on the left to us
+    __array_priority__ = 1000
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(int(n) for n in shape)
+        self.dtype = dtype
+
+    def __repr__(self):
+        return f"SymbolicArray(shape={self.shape}, dtype={self.dtype})"
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d traced value")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d traced value")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __getitem__(self, index):
+        if not isinstance(index, tuple):
+            index = (index,)
+        for part in index:
+            if not (part is None or part is Ellipsis or isinstance(part, (int, slice))):
+                raise TypeError(
+                    f"indexing a traced value by {type(part).__name__}: only ints, "
+                    f"slices, None and ... are supported; index arrays with "
+                    f"funsor.ops (ops.take of funsor_lowering.extra_ops, funsor "
+                    f"Tensors)"
+                )
+        return ops.getslice(self, index)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        return ops.ReshapeOp(shape=tuple(shape))(self)
+
+    @property
+    def T(self):
+        return ops.permute(self, tuple(reversed(range(self.ndim))))
+
+    # conversions: no value to use
+    def __bool__(self):
+        refuse(self, "bool")
+
+    def __float__(self):
+        refuse(self, "float")
+
+    def __int__(self):
+        refuse(self, "int")
+
+    def __index__(self):
+        refuse(self, "index")
+
+    def __complex__(self):
+        refuse(self, "complex")
+
+    def item(self, *args):
+        refuse(self, "item")
+
+    def tolist(self):
+        refuse(self, "tolist")
+
+    def __array__(self, *args, **kwargs):
+        refuse(self, "numpy.asarray")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        refuse(self, f"numpy.{ufunc.__name__}")
+
+    def __array_function__(self, func, types, args, kwargs):
+        refuse(self, f"numpy.{func.__name__}")
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        value = next(a for a in _leaves(args) if isinstance(a, SymbolicArray))
+        refuse(value, f"torch.{getattr(func, '__name__', func)}")
+
+
+def _leaves(args):
+    for arg in args:
+        if isinstance(arg, (tuple, list)):
+            yield from _leaves(arg)
+        else:
+            yield arg
+
+
+def _binary(op, reflected=False):
+    if reflected:
+        return lambda self, other: op(other, self)
+    return lambda self, other: op(self, other)
+
+
+_BINARY = {
+    "add": ops.add,
+    "sub": ops.sub,
+    "mul": ops.mul,
+    "truediv": ops.truediv,
+    "floordiv": ops.floordiv,
+    "mod": ops.mod,
+    "pow": ops.pow,
+    "matmul": ops.matmul,
+    "and": ops.and_,
+    "or": ops.or_,
+    "xor": ops.xor,
+}
+for _name, _op in _BINARY.items():
+    setattr(SymbolicArray, f"__{_name}__", _binary(_op))
+    setattr(SymbolicArray, f"__r{_name}__", _binary(_op, reflected=True))
+for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
+    setattr(SymbolicArray, f"__{_name}__", _binary(getattr(ops, _name)))
+
+
+def _reduction(op):
+    def method(self, axis=None, keepdims=False):
+        return op(self, axis, keepdims)
+
+    method.__name__ = op.__name__
+    return method
+
+
+# numpy's reduction methods (torch's ``dim`` spelling is not accepted)
+_REDUCTIONS = {
+    "sum": ops.sum,
+    "prod": ops.prod,
+    "mean": ops.mean,
+    "max": ops.amax,
+    "min": ops.amin,
+    "all": ops.all,
+    "any": ops.any,
+}
+for _name, _op in _REDUCTIONS.items():
+    setattr(SymbolicArray, _name, _reduction(_op))
+SymbolicArray.__neg__ = lambda self: ops.neg(self)
+SymbolicArray.__abs__ = lambda self: ops.abs(self)
+SymbolicArray.__invert__ = lambda self: ops.invert(self)
+SymbolicArray.__pos__ = lambda self: self
+
+
+def map_symbolic(fn, value):
+    """``value`` (an argument: nested tuples, lists and dicts) with ``fn``
+    applied to its symbolic arrays."""
+    if isinstance(value, SymbolicArray):
+        return fn(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(map_symbolic(fn, v) for v in value)
+    if isinstance(value, dict):
+        return {k: map_symbolic(fn, v) for k, v in value.items()}
+    return value
+
+
+def has_symbolic(args):
+    """Whether ``args`` (a tuple, possibly nested in tuples and lists)
+    holds a :class:`SymbolicArray`."""
+    return any(isinstance(a, SymbolicArray) for a in _leaves(args))
+
+
+@ops.is_numeric_array.register(SymbolicArray)
+def _is_numeric_array(x):
+    return True
