@@ -33,10 +33,10 @@ def compile_function(fn=None, **domains):
     as arrays and returns the same nesting of arrays. Also a decorator.
 
     Sampling and ``funsor.adjoint``'s tape, which funsor runs on concrete
-    values only, run as segments traced on example arrays (see
+    values only, run once as segments traced on symbolic arrays (see
     :mod:`funsor_lowering.interpretations.eager_steps`); random draws stay live.
     A function that builds a ``Gaussian`` from its keyword funsors is traced
-    whole: ``fn`` runs eagerly on ``Tensor`` s of example arrays while every
+    whole: ``fn`` runs on ``Tensor`` s of symbolic arrays while every
     op is recorded (:func:`funsor_lowering.tracing.tracer.trace_symbolic`).
 
     Example::

@@ -131,4 +131,4 @@ class NeedsEagerValues(NotImplementedError):
     """Raised inside a compiling block by funsor code that only works on
     eager values and that a segment cannot hold symbolically (Gaussians of
     symbolic arrays). ``compile_function`` catches it and traces the
-    function on example arrays instead."""
+    function on symbolic arrays instead."""

@@ -5,7 +5,7 @@ Inside the block, a term whose arguments have no free real-valued inputs is
 evaluated by funsor's ``eager`` interpretation (constant folding at compile
 time); any other term is normalized (funsor's ``normalize``), without eager
 pattern retries. Sampling and the adjoint tape run as segments traced on
-example arrays (:mod:`.eager_steps`). Results keep the ``.inputs`` / ``.output``
+symbolic arrays (:mod:`.eager_steps`). Results keep the ``.inputs`` / ``.output``
 they would have had; :meth:`CompilingInterpretation.compile` lowers them to
 an ``OpProgram``.
 
@@ -136,7 +136,7 @@ def block_hooks():
 
 _EAGER_ONLY = (
     "needs eager values (funsor 0.4.8 computes it on concrete arrays only). "
-    "compile_function handles such code by tracing it on example arrays; in "
+    "compile_function handles such code by tracing it on symbolic arrays; in "
     "a `with compiling:` block, move the code into a function and use "
     "compile_function, or funsor_lowering.trace_function."
 )
@@ -144,7 +144,7 @@ _EAGER_ONLY = (
 
 def _gaussian_from_funsors(cls, *args, **kwargs):
     # funsor's Gaussian takes arrays; compile_function's keywords are
-    # Variables: trace the function on example arrays instead.
+    # Variables: trace the function on symbolic arrays instead.
     if any(isinstance(a, Funsor) for a in (*args, *kwargs.values())):
         raise NeedsEagerValues(
             "a Gaussian built from symbolic arrays (its white_vec, prec_sqrt, "

@@ -135,7 +135,7 @@ class Segment:
     shadows of its symbolic inputs (a :class:`World` of symbolic arrays).
 
     :param frozenset params: names of the real ``Variable`` s that are the
-        step's inputs (substituted by example arrays); others stay symbolic.
+        step's inputs (symbolic arrays in the world); others stay lazy terms.
     :param recording: the block's :class:`~.compiling.Recording`.
     """
 
