@@ -1,17 +1,22 @@
-"""``trace_function``: run a function on concrete arrays and record every
-``funsor.ops`` application, into an :class:`~funsor_lowering.OpProgram`.
+"""``trace_function``: run a function once on symbolic arrays
+(:class:`~.symbolic.SymbolicArray`) and record every ``funsor.ops``
+application, into an :class:`~funsor_lowering.OpProgram`.
 
 Two things make the capture complete:
 
-- :class:`OpRecorder` wraps ``funsor.ops.Op.__call__`` while tracing and
-  records each outermost op application (op, parameters, arguments, result);
+- :class:`OpRecorder` selects its ``funsor.ops.Op.__call__`` hook while
+  tracing and records each outermost op application (op, parameters,
+  arguments, result); on symbolic arguments the result's shape and dtype
+  come from abstract evaluation (:mod:`.abstract`), nothing is computed;
 - :class:`TracingInterpretation` evaluates funsor terms over ``Tensor`` s with
   the compiler's lowering rules, which compute through ``funsor.ops`` only,
   where funsor's eager patterns call the backend directly (opt_einsum with a
   backend string, ``.data`` indexing and reshaping).
 
-An output that depends on an array computed outside recorded ops raises an
-error naming it, unless ``allow_constants=True`` makes it a constant.
+A branch, conversion or backend call on a symbolic array raises
+:class:`~.concretization.ConcretizationError`. An output that depends on a
+constant array computed outside recorded ops raises an error naming it,
+unless ``allow_constants=True`` makes it a constant.
 Random ops (``ops.randn``) are recorded as operations, never as constants.
 
 Example::
