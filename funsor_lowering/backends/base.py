@@ -85,23 +85,25 @@ class ArrayBackend:
         :class:`~funsor_lowering.tracing.symbolic.SymbolicArray` s: the
         result with symbolic arrays for arrays, computed on stand-ins
         (:func:`stand_in`, converted by :meth:`from_stand_in`)."""
-        from ..tracing.symbolic import SymbolicArray, map_symbolic
+        from ..tracing.symbolic import map_symbolic
 
         def to_stand_in(x):
             return self.from_stand_in(stand_in(x.shape, self.numpy_dtype(x.dtype)))
 
         args, kwargs = map_symbolic(to_stand_in, (args, kwargs))
         with np.errstate(all="ignore"):
-            result = fn(*args, **kwargs)
+            return self.as_symbolic(fn(*args, **kwargs))
 
-        def symbolic(value):
-            if self.is_array(value):
-                return SymbolicArray(tuple(value.shape), value.dtype)
-            if isinstance(value, tuple):
-                return tuple(symbolic(v) for v in value)
-            return value
+    def as_symbolic(self, value):
+        """An abstract evaluation's result with symbolic arrays for its
+        arrays (of this backend; tuples of them too)."""
+        from ..tracing.symbolic import SymbolicArray
 
-        return symbolic(result)
+        if self.is_array(value):
+            return SymbolicArray(tuple(value.shape), value.dtype)
+        if isinstance(value, tuple):
+            return tuple(self.as_symbolic(v) for v in value)
+        return value
 
     def from_stand_in(self, array):
         """A read-only numpy stand-in as this backend's array."""

@@ -71,15 +71,7 @@ class TorchBackend(ArrayBackend):
             result = fn(*to_meta(args), **{k: to_meta(v) for k, v in kwargs.items()})
         except (RuntimeError, NotImplementedError):
             return super().abstract_eval(fn, args, kwargs)
-
-        def symbolic(value):
-            if isinstance(value, torch.Tensor):
-                return SymbolicArray(tuple(value.shape), value.dtype)
-            if isinstance(value, tuple):
-                return tuple(symbolic(v) for v in value)
-            return value
-
-        return symbolic(result)
+        return self.as_symbolic(result)
 
     def from_stand_in(self, array):
         return torch.from_numpy(np.array(array))
