@@ -20,10 +20,12 @@ import functools
 from funsor.terms import Variable
 
 from .compiler import compile_funsor, lower
-from .errors import NeedsEagerValues
 from .interpretations import CompilingInterpretation, compiling
+from .interpretations.recording import block_state
+from .interpretations.segments import Segment
 from .program import OpProgram
-from .tracing.tracer import trace_function, trace_symbolic
+from .tracing.concretization import backend_errors_named
+from .tracing.tracer import trace_function
 
 
 def compile_function(fn=None, **domains):
@@ -35,9 +37,9 @@ def compile_function(fn=None, **domains):
     Sampling and ``funsor.adjoint``'s tape, which funsor runs on concrete
     values only, run once as segments traced on symbolic arrays (see
     :mod:`funsor_lowering.interpretations.eager_steps`); random draws stay live.
-    A function that builds a ``Gaussian`` from its keyword funsors is traced
-    whole: ``fn`` runs on ``Tensor`` s of symbolic arrays while every
-    op is recorded (:func:`funsor_lowering.tracing.tracer.trace_symbolic`).
+    A ``Gaussian`` built from the keyword funsors holds their shadows
+    (symbolic arrays), and terms over it are evaluated as eager funsor
+    evaluates them, every op recorded: ``fn`` still runs once.
 
     Example::
 
@@ -52,12 +54,19 @@ def compile_function(fn=None, **domains):
     if fn is None:
         return functools.partial(compile_function, **domains)
     variables = {name: Variable(name, domain) for name, domain in domains.items()}
+    real = {name for name, domain in domains.items() if domain.dtype == "real"}
     interp = CompilingInterpretation()
-    try:
-        with interp:
-            result = fn(**variables)
-    except NeedsEagerValues:
-        return trace_symbolic(fn, domains)
+    with interp:
+        state = block_state(interp)
+        state.region = region = Segment(real, state.recording)
+        try:
+            # code between the region's evaluations may compute on its arrays
+            with region.world.recorder.symbolic_only(), backend_errors_named():
+                result = fn(**variables)
+            if region.world.arrays:  # Gaussians were built from the keywords
+                result = region.embed(result)
+        finally:
+            state.region = None
     return interp.compile(result, inputs=domains)
 
 

@@ -129,6 +129,6 @@ class UnsupportedTermError(NotImplementedError):
 
 class NeedsEagerValues(NotImplementedError):
     """Raised inside a compiling block by funsor code that only works on
-    eager values and that a segment cannot hold symbolically (Gaussians of
-    symbolic arrays). ``compile_function`` catches it and traces the
-    function on symbolic arrays instead."""
+    eager values and that a segment cannot hold symbolically: a Gaussian of
+    symbolic arrays outside ``compile_function`` (whose eager region holds
+    them), or a Gaussian result."""

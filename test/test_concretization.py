@@ -147,12 +147,6 @@ def test_compiling_runs_user_code_once_and_leaves_rngs_untouched():
     assert_matches(programs[-1](scale=scale), positive_only(Tensor(scale)).data)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #14 gap: a Gaussian built from compile_function's keywords "
-    "stops the compiling block (NeedsEagerValues), and the function is traced "
-    "again on symbolic arrays: it runs twice",
-)
 def test_gaussian_route_runs_once_on_symbolic_values():
     calls = []
 
@@ -165,6 +159,6 @@ def test_gaussian_route_runs_once_on_symbolic_values():
     program = compile_function(fn, loc=Reals[2], prec_sqrt=Reals[2, 2])
     assert _same_states(before, _rng_states())
     loc, prec_sqrt = randn(2), ops.new_eye(randn(2), (2,)) + 0.1
-    expected = fn(Tensor(loc), Tensor(prec_sqrt)).data  # funsor's eager
+    expected = fn(loc, prec_sqrt).data  # funsor's eager, on the arrays
     assert_matches(program(loc=loc, prec_sqrt=prec_sqrt), expected)
-    assert calls == [1, 1]  # fails: compiling ran fn twice
+    assert calls == [1, 1]  # compiling, then the eager reference

@@ -35,7 +35,7 @@ from funsor_lowering import compile_function, compile_funsor, compiling
 from funsor_lowering.interpretations.recording import current_recording
 from funsor_lowering.interpretations.segments import Segment
 from funsor_lowering.tracing.concretization import ConcretizationError
-from funsor_lowering.tracing.tracer import RANDOM_OPS, trace_symbolic
+from funsor_lowering.tracing.tracer import RANDOM_OPS
 
 from .helpers import (
     assert_matches,
@@ -435,21 +435,24 @@ def test_segments_refuse_backend_calls_on_their_values():
             segment.embed(segment.run(outside_ops))
 
 
-def test_trace_symbolic_refuses_backend_calls_and_records_operators():
-    def fn(f):
-        forward, _ = forward_backward(ops.logaddexp, ops.add, f["x"])
-        return forward + Tensor(backend_exp(f.data))
+def test_gaussians_of_compile_function_refuse_backend_calls_and_record_operators():
+    inputs = OrderedDict(x=Reals[2])
+
+    def fn(w, P):
+        g = Gaussian(white_vec=w, prec_sqrt=P, inputs=inputs)
+        return g.reduce(ops.logaddexp, "x") + Tensor(backend_exp(g.white_vec)).sum()
 
     with pytest.raises(ConcretizationError, match=AT_HELPERS):
-        trace_symbolic(fn, {"f": Reals[2]})
+        compile_function(fn, w=Reals[2], P=Reals[2, 2])
 
-    def doubled(f):
-        forward, _ = forward_backward(ops.logaddexp, ops.add, f["x"])
-        return forward + Tensor(f.data * 2)  # a Python operator: recorded
+    def doubled(w, P):
+        g = Gaussian(white_vec=w, prec_sqrt=P, inputs=inputs)
+        # a Python operator on the Gaussian's (symbolic) array: recorded
+        return g.reduce(ops.logaddexp, "x") + Tensor(g.white_vec * 2).sum()
 
-    program = trace_symbolic(doubled, {"f": Reals[2]})
-    f = randn(2)
-    assert_matches(program(f=f), doubled(Tensor(f)).data)
+    program = compile_function(doubled, w=Reals[2], P=Reals[2, 2])
+    w, P = randn(2), ops.new_eye(randn(2), (2,)) + 0.5
+    assert_matches(program(w=w, P=P), doubled(w, P).data)
 
 
 def test_gaussian_of_symbolic_arrays_in_a_block_points_to_compile_function():

@@ -52,6 +52,7 @@ from .recording import (
     KEY_DOMAIN,
     Recording,
     block_state,
+    eager_region,
     interpreting_depth,
     open_blocks,
     pop_block,
@@ -120,7 +121,8 @@ def block_hooks():
     """The hook replacements (:mod:`funsor_lowering.hooks`) in effect while
     a compiling block is open: conversions of symbolic funsors refuse,
     ``.data`` of a funsor without an array raises :class:`SymbolicDataError`,
-    a Gaussian built from symbolic arrays raises :class:`NeedsEagerValues`,
+    a Gaussian built from symbolic arrays is built in ``compile_function``'s
+    eager region (else raises :class:`NeedsEagerValues`),
     lazily built terms are recorded, and sampling and the adjoint tape run
     as segments (:mod:`.eager_steps`)."""
     replacements = {
@@ -136,7 +138,7 @@ def block_hooks():
 
 _EAGER_ONLY = (
     "needs eager values (funsor 0.4.8 computes it on concrete arrays only). "
-    "compile_function handles such code by tracing it on symbolic arrays; in "
+    "compile_function handles such code on symbolic arrays (its eager region); in "
     "a `with compiling:` block, move the code into a function and use "
     "compile_function, or funsor_lowering.trace_function."
 )
@@ -144,13 +146,29 @@ _EAGER_ONLY = (
 
 def _gaussian_from_funsors(cls, *args, **kwargs):
     # funsor's Gaussian takes arrays; compile_function's keywords are
-    # Variables: trace the function on symbolic arrays instead.
+    # Variables: in its eager region, the Gaussian is built from their
+    # shadows (symbolic arrays), as eager funsor builds it from arrays.
     if any(isinstance(a, Funsor) for a in (*args, *kwargs.values())):
+        region = eager_region()
+        if region is not None:
+            return region.run(
+                lambda world: cls(
+                    *(_array_of(world, a) for a in args),
+                    **{k: _array_of(world, a) for k, a in kwargs.items()},
+                )
+            )
         raise NeedsEagerValues(
             "a Gaussian built from symbolic arrays (its white_vec, prec_sqrt, "
             "... are program inputs) " + _EAGER_ONLY
         )
     return hooks.original("GaussianMeta.__call__")(cls, *args, **kwargs)
+
+
+def _array_of(world, value):
+    """The shadow array of a funsor argument (others as they are)."""
+    if isinstance(value, Funsor):
+        return world.shadow(value, True).data
+    return value
 
 
 class CompilingInterpretation(Interpretation):
@@ -214,6 +232,11 @@ class CompilingInterpretation(Interpretation):
         return result
 
     def _interpret(self, cls, *args):
+        region = block_state(self).region
+        if region is not None and region.holds(args):
+            # a term over values of compile_function's eager region (Gaussians
+            # built from its keywords): evaluated eagerly there, on shadows
+            return region.evaluate(cls, args)
         if any(_has_real_inputs(arg) for arg in args):
             self.recording.normalized += 1
             result = sample_patterns(cls, args)
@@ -271,19 +294,11 @@ def _substituted(arg, subs):
     input keeps its place; a batched value's inputs come where the
     variable was used). The ``Subs`` stays as written (the compiler lowers
     it) where a value shares inputs with ``arg`` (a gather along an input
-    the indexed value has: funsor's eager indexes jointly), or where funsor
-    0.4.8's substitution fails (through a ``Cat`` into terms whose inputs
-    disagree, as ``sequential_sum_product`` with odd lengths builds)."""
+    the indexed value has: funsor's eager indexes jointly)."""
     values = dict(subs)
     others = frozenset(arg.inputs) - frozenset(values)
     if not any(others.intersection(v.inputs) for v in values.values()):
-        try:
-            return substitute(arg, subs)
-        except (AssertionError, NotImplementedError, ValueError):
-            # funsor 0.4.8 substitutes through a Cat into terms whose inputs
-            # disagree (sequential_sum_product with odd lengths); under
-            # python -O the same term fails later, in funsor's Cat
-            pass
+        return substitute(arg, subs)
     result = reflect.interpret(Subs, arg, subs)
     # eager's order: each substituted input's place takes its value's inputs
     order = []

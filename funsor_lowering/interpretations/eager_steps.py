@@ -43,7 +43,7 @@ from funsor.interpreter import get_interpretation
 from funsor.terms import Binary, Funsor, Number, Subs, to_funsor
 
 from .. import hooks
-from .recording import current_recording
+from .recording import current_recording, eager_region
 from .segments import Segment, _structure, pushed, segment_running
 
 
@@ -54,6 +54,13 @@ def symbolic_sample(self, sampled_vars, sample_inputs=None, rng_key=None):
     if segment_running():  # a shadow samples as funsor does
         return hooks.original("Funsor.sample")(
             self, sampled_vars, sample_inputs, rng_key
+        )
+    region = eager_region()
+    if region is not None and region.holds((self,)):  # a value of the region
+        return region.run(
+            lambda world: hooks.original("Funsor.sample")(
+                self, sampled_vars, sample_inputs, rng_key
+            )
         )
     sampled = frozenset(
         v.name for v in funsor.terms._convert_reduced_vars(sampled_vars, self.inputs)

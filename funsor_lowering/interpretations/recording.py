@@ -53,14 +53,17 @@ class BlockState:
     """One compiling interpretation's state in one context (thread, task):
     its latest block's :class:`Recording`, the stateful interpretations and
     adjoint tapes in effect where the block opened, and the hook contexts
-    its open ``with`` blocks entered."""
+    its open ``with`` blocks entered, and ``compile_function``'s eager
+    region (a :class:`~.segments.Segment` whose world holds the values of
+    Gaussians built from its keywords), if any."""
 
-    __slots__ = ("recording", "outer", "outer_tapes", "hook_contexts")
+    __slots__ = ("recording", "outer", "outer_tapes", "hook_contexts", "region")
 
     def __init__(self):
         self.recording = Recording()
         self.outer = self.outer_tapes = ()
         self.hook_contexts = []
+        self.region = None
 
 
 # Per context: the compiling interpretations whose ``with`` block is open
@@ -96,6 +99,16 @@ def block_state(interp):
     if state is None:
         state = states[interp] = BlockState()
     return state
+
+
+def eager_region():
+    """The eager region (:class:`~.segments.Segment`) of the innermost open
+    block that has one, or ``None``."""
+    for block in reversed(open_blocks()):
+        region = block_state(block).region
+        if region is not None:
+            return region
+    return None
 
 
 def start_interpreting():

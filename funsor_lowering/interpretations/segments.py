@@ -158,6 +158,27 @@ class Segment:
         """``fn(world)``, with the tracer recording."""
         return self.world.run(fn)
 
+    def holds(self, args):
+        """Whether ``args`` (a term's arguments) hold a value of this
+        segment's world: a ``Tensor`` or ``Gaussian`` over symbolic arrays."""
+        return any(
+            is_world_value(a)
+            or (isinstance(a, tuple) and any(is_world_value(b) for b in a))
+            for a in args
+        )
+
+    def evaluate(self, cls, args):
+        """``cls(*args)`` as eager funsor evaluates it, in the world: the
+        arguments' shadows, under the interpretations in effect now."""
+        interp = shadow_interpretation(get_interpretation())
+
+        def run(world):
+            shadows = tuple(world.shadow(a, True) for a in args)
+            with pushed(interp):
+                return interp.interpret(cls, *shadows)
+
+        return self.run(run)
+
     def embed(self, result):
         """The world's result as a symbolic funsor (or a nesting of tuples,
         lists and dicts of them)."""
@@ -253,6 +274,8 @@ class World:
         return value
 
     def _shadow(self, term, eager):
+        if is_world_value(term):
+            return term
         if isinstance(term, Variable):
             if term.name in self.segment.params and term.dtype == "real":
                 return self._input(term)
@@ -367,19 +390,30 @@ def _rename(term, names):
     return reflect.interpret(get_origin(type(term)), *args)
 
 
+def is_world_value(term):
+    """Whether ``term`` is a value over symbolic arrays (a segment's)."""
+    if isinstance(term, Tensor):
+        return isinstance(term.data, SymbolicArray)
+    if isinstance(term, Gaussian):
+        return isinstance(term.white_vec, SymbolicArray)
+    return False
+
+
 def _tensor_leaves(value):
-    """The ``Tensor`` leaves of a funsor result (a nesting of funsors,
-    tuples, frozensets, lists and dicts), in order."""
+    """The ``Tensor`` leaves over symbolic arrays of a funsor result (a
+    nesting of funsors, tuples, frozensets, lists and dicts), in order."""
     leaves = []
 
     def visit(x):
         if isinstance(x, Tensor):
-            leaves.append(x)
-        elif isinstance(x, Gaussian):
+            if isinstance(x.data, SymbolicArray):
+                leaves.append(x)
+        elif is_world_value(x):
             raise NeedsEagerValues(
-                "a Gaussian result of sampling or of the adjoint tape (its "
-                "arrays cannot be symbolic in a compiling block); use "
-                "funsor_lowering.compile_function or trace_function"
+                "a Gaussian result (of sampling, of the adjoint tape, or built "
+                "from compile_function's inputs): a program returns arrays; "
+                "reduce the Gaussian's real inputs (as eager funsor would give "
+                "a Tensor), or use funsor_lowering.trace_function"
             )
         elif isinstance(x, Funsor):
             for a in x._ast_values:

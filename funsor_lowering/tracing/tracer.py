@@ -35,7 +35,6 @@ import numbers
 from collections import OrderedDict
 
 import funsor.delta
-import numpy as np
 from funsor import ops
 from funsor.cnf import Contraction
 from funsor.domains import Real
@@ -73,7 +72,7 @@ from ..sound_algebra import is_normal_contraction
 from . import gaussian_patterns
 from .abstract import abstract_result
 from .concretization import backend_errors_named
-from .rng_keys import KEY_INPUT, KeySource, draw_key
+from .rng_keys import draw_key
 from .symbolic import SymbolicArray, has_symbolic
 
 RANDOM_OPS = RANDOM_OP_TYPES
@@ -108,14 +107,17 @@ class Node:
 
 
 class OpRecorder:
-    """Records the outermost ``funsor.ops`` applications made while active."""
+    """Records the outermost ``funsor.ops`` applications made while active
+    (``with recorder:``; re-entrant). In ``recorder.symbolic_only()``, only
+    those on symbolic arrays: code between recorded regions may compute on
+    them, while other op calls run as usual."""
 
     def __init__(self, backend):
         self.backend = backend
         self.nodes = {}  # id(value) -> Node
         self.keep = []  # holds values so their ids stay unique
         self._depth = 0
-        self._hooks = None
+        self._contexts = []
 
     def node(self, value):
         return self.nodes.get(id(value))
@@ -126,6 +128,13 @@ class OpRecorder:
         return node
 
     def __enter__(self):
+        return self._enter(symbolic_only=False)
+
+    def symbolic_only(self):
+        """A context recording op calls on symbolic arrays only."""
+        return _Recording(self, symbolic_only=True)
+
+    def _enter(self, symbolic_only):
         original = hooks.original("Op.__call__")
         recorder = self
 
@@ -134,11 +143,14 @@ class OpRecorder:
                 # inside a recorded op; or an op on funsors, which builds a
                 # term whose evaluation records its own ops
                 return original(op, *args, **kwargs)
+            symbolic = has_symbolic(args) or has_symbolic(tuple(kwargs.values()))
+            if symbolic_only and not symbolic:
+                return original(op, *args, **kwargs)
             if isinstance(op, ops.RandnOp) and get_backend() == "jax":
                 args, kwargs = _with_draw_key(op, args, kwargs)
             recorder._depth += 1
             try:
-                if has_symbolic(args) or has_symbolic(tuple(kwargs.values())):
+                if symbolic:
                     result = abstract_result(
                         op, args, kwargs, recorder.backend, original
                     )
@@ -148,13 +160,13 @@ class OpRecorder:
                 recorder._depth -= 1
             return recorder.record(op, args, kwargs, result)
 
-        self._hooks = hooks.replaced({"Op.__call__": traced_call})
-        self._hooks.__enter__()
+        context = hooks.replaced({"Op.__call__": traced_call})
+        context.__enter__()
+        self._contexts.append(context)
         return self
 
     def __exit__(self, *args):
-        hooks_, self._hooks = self._hooks, None
-        return hooks_.__exit__(*args)
+        return self._contexts.pop().__exit__(*args)
 
     def record(self, op, args, kwargs, result):
         """Record ``op(*args, **kwargs) == result``; returns the result."""
@@ -203,6 +215,17 @@ class OpRecorder:
 
     def _is_array(self, value):
         return isinstance(value, SymbolicArray) or self.backend.is_array(value)
+
+
+class _Recording:
+    def __init__(self, recorder, symbolic_only):
+        self.recorder, self.symbolic_only = recorder, symbolic_only
+
+    def __enter__(self):
+        return self.recorder._enter(self.symbolic_only)
+
+    def __exit__(self, *args):
+        return self.recorder.__exit__(*args)
 
 
 def _with_draw_key(op, args, kwargs):
@@ -485,69 +508,6 @@ def _recorder_of(backend, inputs):
         for _, leaf in iter_paths(value):
             recorder.add(Node(leaf, live=True))
     return recorder
-
-
-def trace_symbolic(fn, domains):
-    """``compile_function``'s route for code a compiling block cannot hold
-    symbolically (Gaussians built from its keywords): ``fn`` runs once, on
-    ``Tensor`` s of symbolic arrays (one per real-valued keyword; ``Bint``
-    keywords stay ``Variable`` s), while every op is recorded. Results are
-    laid out as funsor's eager results' ``.data``. On jax, a program that
-    samples takes an ``rng_key`` input, which draws given no key split.
-
-    Example::
-
-        >>> import numpy as np
-        >>> from funsor import ops
-        >>> from funsor.adjoint import forward_backward
-        >>> from funsor.domains import Reals
-        >>> def log_partition(f):
-        ...     expr = f["x"].reduce(ops.logaddexp, "x")
-        ...     forward, marginals = forward_backward(ops.logaddexp, ops.add, expr)
-        ...     return forward
-        >>> program = trace_symbolic(log_partition, {"f": Reals[2]})
-        >>> program(f=np.zeros(2))  # log 2
-        array(0.69314718)
-    """
-    if KEY_INPUT in domains:
-        raise ValueError(
-            f"input name {KEY_INPUT!r} is reserved for the key of sampling "
-            f"programs traced on the jax backend"
-        )
-    backend = array_backend(get_backend())
-    backend.activate()
-    variables = {n: Variable(n, d) for n, d in domains.items() if d.dtype != "real"}
-    arrays = OrderedDict(
-        (name, SymbolicArray(domain.shape, backend.float_dtype))
-        for name, domain in domains.items()
-        if domain.dtype == "real"
-    )
-    types = OrderedDict((n, ValueType(a.shape, "real")) for n, a in arrays.items())
-    key = SymbolicArray((2,), np.dtype("uint32")) if backend.keyed else None
-    inputs = arrays if key is None else OrderedDict(arrays, **{KEY_INPUT: key})
-    recorder = _recorder_of(backend, inputs)
-    tensors = {name: Tensor(array) for name, array in arrays.items()}
-    keys = KeySource(key)
-    with tracing_hooks(backend), recorder, TracingInterpretation(), keys:
-        with backend_errors_named():
-            result = map_leaves(_eager_data, fn(**tensors, **variables))
-    if keys.used:
-        inputs, types = dict(inputs), {**types, KEY_INPUT: ValueType((2,), "int")}
-    else:
-        inputs = arrays
-    return _build_program(recorder, inputs, types, result, True)
-
-
-def _eager_data(value):
-    if isinstance(value, (Tensor, Number)):
-        return value.data
-    if isinstance(value, Funsor):
-        raise TypeError(
-            f"compile_function traced the function on symbolic arrays, and it "
-            f"returned a lazy {type(value).__name__} with free inputs "
-            f"{list(value.inputs)}; return funsors funsor evaluates eagerly"
-        )
-    return value
 
 
 def _build_program(recorder, kwargs, input_types, result, allow_constants):
