@@ -13,6 +13,7 @@ import numpy as np
 from funsor import ops
 from funsor.adjoint import forward_backward
 from funsor.domains import Bint, Reals
+from funsor.gaussian import Gaussian
 from funsor.interpretations import reflect
 from funsor.sum_product import sum_product
 from funsor.tensor import Tensor
@@ -97,6 +98,38 @@ def trace_and_call(k, errors):
     assert_matches(program(a=a2, b=b2), fn(a2, b2))
 
 
+def gaussian_log_z(w, P):  # compile_function's eager region (symbolic arrays)
+    g = Gaussian(white_vec=w, prec_sqrt=P, inputs=OrderedDict(x=Reals[2]))
+    return g.reduce(ops.logaddexp, "x")
+
+
+def gaussian_and_call(k, errors):
+    w, P = arrays(k, (2,), (2, 2))
+    P = P + 3 * ops.new_eye(P, (2,))
+    program = compile_function(gaussian_log_z, w=Reals[2], P=Reals[2, 2])
+    assert_matches(program(w=w, P=P), gaussian_log_z(w, P).data)
+
+
+def adjoint_function(f):  # a segment: the adjoint tape on symbolic arrays
+    forward, marginals = forward_backward(ops.logaddexp, ops.add, f["x"])
+    return forward
+
+
+def adjoint_and_call(k, errors):
+    (f,) = arrays(k, (3,))
+    program = compile_function(adjoint_function, f=Reals[3])
+    assert_matches(program(f=f), adjoint_function(Tensor(f)).data)
+
+
+JOBS = [
+    compile_and_call,
+    block_and_call,
+    trace_and_call,
+    gaussian_and_call,
+    adjoint_and_call,
+]
+
+
 def eager_funsor(rounds, errors, stop):
     init, trans = arrays(7, (3,), (3, 3))
     reference = eager_hmm(init, trans)
@@ -144,13 +177,11 @@ def run_threads(jobs, rounds=3):
 
 def test_threads_compile_trace_and_call_beside_eager_funsor():
     # warm up: everything the jobs import and create, created once
-    for job in (compile_and_call, block_and_call, trace_and_call):
+    for job in JOBS:
         job(0, [])
     eager_hmm(*arrays(7, (3,), (3, 3)))
     before = snapshot()
-    errors, eager_rounds = run_threads(
-        [compile_and_call, block_and_call, trace_and_call]
-    )
+    errors, eager_rounds = run_threads(JOBS)
     assert not errors, errors[:3]
     assert eager_rounds, "the eager thread never ran"
     after = snapshot()
