@@ -67,10 +67,6 @@ class ArrayBackend:
     copy_function = None
     copy_source = None
 
-    def example_key(self):
-        """A fresh PRNG key where draws are keyed, else ``None``."""
-        return None
-
     def jit(self, program):
         """A jit-compiled callable equivalent to ``program`` (by default the
         program itself: numpy has no jit)."""

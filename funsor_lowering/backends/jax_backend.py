@@ -52,9 +52,6 @@ class JaxBackend(ArrayBackend):
     def from_numpy(self, array):
         return jnp.asarray(array)
 
-    def example_key(self):
-        return jax.random.PRNGKey(0)
-
     def abstract_eval(self, fn, args, kwargs):
         """Under ``jax.eval_shape``: shapes only, nothing computed."""
         from ..tracing.symbolic import SymbolicArray, map_symbolic

@@ -35,13 +35,11 @@ from funsor.interpreter import get_interpretation
 from funsor.terms import Align, Funsor, Subs, substitute
 
 from .. import hooks
-from ..backends import array_backend
 from ..compiler import compile_structure
 from ..errors import NeedsEagerValues, user_frame
 from ..lowering import has_real_inputs
-from ..program import value_type_of
 from ..sound_algebra import fuses_non_distributive, sound_pattern
-from ..tracing.rng_keys import KEY_INPUT
+from ..tracing.rng_keys import KEY_INPUT, KEY_TYPE
 from .eager_steps import (
     TapeEntry,
     record_symbolically,
@@ -267,8 +265,7 @@ class CompilingInterpretation(Interpretation):
             # a program that draws on jax takes its key as an input
             if inputs is not None:
                 inputs = {**inputs, KEY_INPUT: KEY_DOMAIN}
-            key = array_backend("jax").example_key()
-            input_types = {KEY_INPUT: value_type_of(key, array_backend("jax"))}
+            input_types = {KEY_INPUT: KEY_TYPE}
         return compile_structure(
             result,
             inputs=inputs,

@@ -13,9 +13,12 @@ import contextvars
 from funsor.util import get_backend
 
 from ..extra_ops import split_key
+from ..program.ir import ValueType
 
-# The input name of the key of programs that draw on jax.
+# The input name and type of the key of programs that draw on jax (a raw
+# ``jax.random.PRNGKey``: two uint32).
 KEY_INPUT = "rng_key"
+KEY_TYPE = ValueType((2,), "int")
 # The innermost active KeySource in this context (thread, task).
 _ACTIVE = contextvars.ContextVar("funsor_lowering key source", default=None)
 
