@@ -41,6 +41,7 @@ import functools
 import funsor.adjoint
 import funsor.distribution
 import funsor.interpreter
+import funsor.optimizer
 from funsor.adjoint import AdjointTape
 from funsor.distribution import Distribution
 from funsor.gaussian import Gaussian, GaussianMeta
@@ -244,6 +245,13 @@ def _install():
         hook_absent(f"Funsor.{name}", Funsor, name, _no_conversion)
     hook_absent("Funsor.data", Funsor, "data", _no_attribute, is_property=True)
     hook_attribute("reflect.interpret", reflect, "interpret", terms, "reflect")
+    hook_attribute(
+        "optimize_base.interpret",
+        funsor.optimizer.optimize_base,
+        "interpret",
+        "funsor.interpretations",
+        "DispatchedInterpretation.interpret",
+    )
     hook_method(
         "GaussianMeta.__call__",
         GaussianMeta,

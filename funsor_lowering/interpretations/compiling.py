@@ -119,6 +119,7 @@ def block_hooks():
     """The hook replacements (:mod:`funsor_lowering.hooks`) in effect while
     a compiling block is open: conversions of symbolic funsors refuse,
     ``.data`` of a funsor without an array raises :class:`SymbolicDataError`,
+    funsor's optimizer over the block leaves terms to the lowering's planning,
     a Gaussian built from symbolic arrays is built in ``compile_function``'s
     eager region (else raises :class:`NeedsEagerValues`),
     lazily built terms are recorded, and sampling and the adjoint tape run
@@ -130,6 +131,7 @@ def block_hooks():
     replacements["Funsor.data"] = _no_data
     replacements["GaussianMeta.__call__"] = _gaussian_from_funsors
     replacements["reflect.interpret"] = _recording_reflect
+    replacements["optimize_base.interpret"] = _optimizer_in_block
     replacements.update(symbolic_hooks())
     return replacements
 
@@ -317,6 +319,21 @@ def _outer_interpretations(interp):
     subs = interp.subinterpretations
     stateful = tuple(s for s in subs if isinstance(s, StatefulInterpretation))
     return stateful, tuple(s for s in subs if isinstance(s, AdjointTape))
+
+
+def _optimizer_in_block(cls, *args):
+    """funsor's optimizer (``apply_optimizer``, which ``funsor.einsum`` and
+    the sum-product recipes call) over the block's interpretation: no
+    rewrite. Its patterns would re-plan every Contraction the block's
+    normalization builds, without end; the lowering plans contractions
+    itself (opt_einsum) at compile time. Over other interpretations
+    (``reflect``, a segment's eager values) it plans as funsor does."""
+    if any(
+        isinstance(sub, CompilingInterpretation)
+        for sub in get_interpretation().subinterpretations
+    ):
+        return None
+    return hooks.original("optimize_base.interpret")(cls, *args)
 
 
 def _recording_reflect(cls, *args):
