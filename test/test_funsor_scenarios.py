@@ -8,12 +8,13 @@ plated examples, written out here."""
 
 import pytest
 from funsor import ops
-from funsor.domains import Reals
+from funsor.domains import Bint, Reals
 from funsor.einsum import BACKEND_OPS, einsum
 from funsor.interpretations import reflect
 from funsor.optimizer import apply_optimizer
-from funsor.sum_product import sum_product
+from funsor.sum_product import sequential_sum_product, sum_product
 from funsor.tensor import Tensor
+from funsor.terms import Variable
 from funsor.testing import randn
 
 from funsor_lowering import compile_function
@@ -124,4 +125,21 @@ def test_sum_product_under_reflect_then_optimizer_compiles(sum_op, prod_op):
         f=Reals[SIZES["a"]],
         g=Reals[SIZES["a"], SIZES["b"], SIZES["i"]],
         h=Reals[SIZES["b"], SIZES["c"], SIZES["i"], SIZES["j"]],
+    )
+
+
+@pytest.mark.parametrize("num_steps", [1, 2, 7, 100])
+def test_hmm_with_emissions_compiles(num_steps):
+    # a transition factor between x_{t-1} and x_t plus an emission factor
+    # of x_t, chained by funsor's sequential_sum_product
+    def hmm(init, trans, emit):
+        factor = trans["time", "prev", "curr"] + emit["time", "curr"]
+        time = Variable("time", Bint[num_steps])
+        chain = sequential_sum_product(
+            ops.logaddexp, ops.add, factor, time, {"prev": "curr"}
+        )
+        return (init["prev"] + chain).reduce(ops.logaddexp, frozenset({"prev", "curr"}))
+
+    check_function(
+        hmm, init=Reals[3], trans=Reals[num_steps, 3, 3], emit=Reals[num_steps, 3]
     )
