@@ -241,6 +241,7 @@ def _install():
     hook_method("Funsor.__bool__", Funsor, "__bool__", terms, "Funsor.__bool__")
     hook_method("Funsor.item", Funsor, "item", terms, "Funsor.item")
     hook_method("Funsor.sample", Funsor, "sample", terms, "Funsor.sample")
+    hook_method("Funsor.reduce", Funsor, "reduce", terms, "Funsor.reduce")
     for name in ("__float__", "__int__"):
         hook_absent(f"Funsor.{name}", Funsor, name, _no_conversion)
     hook_absent("Funsor.data", Funsor, "data", _no_attribute, is_property=True)

@@ -143,3 +143,28 @@ def test_hmm_with_emissions_compiles(num_steps):
     check_function(
         hmm, init=Reals[3], trans=Reals[num_steps, 3, 3], emit=Reals[num_steps, 3]
     )
+
+
+@pytest.mark.parametrize("num_steps", [3, 10, 100])
+def test_reduce_without_names_reduces_what_eager_reduces(num_steps):
+    # eager funsor reduces the Bint inputs of the value it holds; the real
+    # Variables of a block stand for the arrays the program will receive
+    def hmm(init, trans):
+        time = Variable("time", Bint[num_steps])
+        chain = sequential_sum_product(
+            ops.logaddexp,
+            ops.add,
+            trans["time", "prev", "curr"],
+            time,
+            {"prev": "curr"},
+        )
+        return (init["prev"] + chain).reduce(ops.logaddexp)
+
+    check_function(hmm, init=Reals[3], trans=Reals[num_steps, 3, 3])
+
+
+def test_reduce_without_names_of_a_value_without_bint_inputs_is_the_value():
+    def fn(x, y):
+        return {"same": (x * 2).reduce(ops.add), "sum": (x + y["i"]).reduce(ops.add)}
+
+    check_function(fn, x=Reals[3], y=Reals[4, 3])

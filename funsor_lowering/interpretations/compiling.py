@@ -32,7 +32,7 @@ from funsor.interpretations import (
     reflect,
 )
 from funsor.interpreter import get_interpretation
-from funsor.terms import Align, Funsor, Subs, substitute
+from funsor.terms import Align, Funsor, Subs, Variable, substitute
 
 from .. import hooks
 from ..compiler import compile_structure
@@ -44,6 +44,7 @@ from .eager_steps import (
     TapeEntry,
     record_symbolically,
     sample_patterns,
+    sampled_names,
     symbolic_hooks,
 )
 from .recording import (
@@ -58,7 +59,7 @@ from .recording import (
     start_interpreting,
     stop_interpreting,
 )
-from .segments import LAZY_TERMS, segment_running
+from .segments import LAZY_TERMS, is_world_value, segment_running
 
 
 def _has_real_inputs(arg):
@@ -120,6 +121,7 @@ def block_hooks():
     a compiling block is open: conversions of symbolic funsors refuse,
     ``.data`` of a funsor without an array raises :class:`SymbolicDataError`,
     funsor's optimizer over the block leaves terms to the lowering's planning,
+    ``.reduce(op)`` without names reduces what eager funsor would,
     a Gaussian built from symbolic arrays is built in ``compile_function``'s
     eager region (else raises :class:`NeedsEagerValues`),
     lazily built terms are recorded, and sampling and the adjoint tape run
@@ -132,6 +134,7 @@ def block_hooks():
     replacements["GaussianMeta.__call__"] = _gaussian_from_funsors
     replacements["reflect.interpret"] = _recording_reflect
     replacements["optimize_base.interpret"] = _optimizer_in_block
+    replacements["Funsor.reduce"] = _reduce_in_block
     replacements.update(symbolic_hooks())
     return replacements
 
@@ -319,6 +322,22 @@ def _outer_interpretations(interp):
     subs = interp.subinterpretations
     stateful = tuple(s for s in subs if isinstance(s, StatefulInterpretation))
     return stateful, tuple(s for s in subs if isinstance(s, AdjointTape))
+
+
+def _reduce_in_block(self, op, reduced_vars=None):
+    """``Funsor.reduce`` in a block: without names, it reduces what eager
+    funsor reduces on the arrays the program will receive, its ``Bint``
+    inputs and the real names its samples fix (``Delta`` s), never the
+    real ``Variable`` s that stand for program inputs. Values of an eager
+    region (Gaussians over symbolic arrays) reduce as funsor's."""
+    if reduced_vars is None and not segment_running() and not is_world_value(self):
+        sampled = sampled_names(self)
+        reduced_vars = frozenset(
+            Variable(name, domain)
+            for name, domain in self.inputs.items()
+            if domain.dtype != "real" or name in sampled
+        )
+    return hooks.original("Funsor.reduce")(self, op, reduced_vars)
 
 
 def _optimizer_in_block(cls, *args):

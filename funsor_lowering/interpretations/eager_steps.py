@@ -65,7 +65,7 @@ def symbolic_sample(self, sampled_vars, sample_inputs=None, rng_key=None):
     sampled = frozenset(
         v.name for v in funsor.terms._convert_reduced_vars(sampled_vars, self.inputs)
     )
-    if (sampled - _sampled_names(self)).isdisjoint(self.inputs):
+    if (sampled - sampled_names(self)).isdisjoint(self.inputs):
         return self  # nothing left to sample (funsor's sign to stop)
     params = {k for k, d in self.inputs.items() if d.dtype == "real"} - sampled
     segment = Segment(params, current_recording())
@@ -83,14 +83,14 @@ def symbolic_sample(self, sampled_vars, sample_inputs=None, rng_key=None):
     return segment.embed(sample)
 
 
-def _sampled_names(term):
+def sampled_names(term):
     """Names a sample already fixes: those of its Delta terms."""
     if isinstance(term, Delta):
         return frozenset(term.fresh)
     if isinstance(term, Contraction) and term.bin_op is ops.add:
-        return frozenset().union(*map(_sampled_names, term.terms))
+        return frozenset().union(*map(sampled_names, term.terms))
     if isinstance(term, Binary) and term.op is ops.add:
-        return _sampled_names(term.lhs) | _sampled_names(term.rhs)
+        return sampled_names(term.lhs) | sampled_names(term.rhs)
     return frozenset()
 
 
@@ -278,6 +278,7 @@ __all__ = [
     "TapeEntry",
     "record_symbolically",
     "sample_patterns",
+    "sampled_names",
     "symbolic_hooks",
     "symbolic_sample",
 ]

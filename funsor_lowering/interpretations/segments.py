@@ -391,11 +391,18 @@ def _rename(term, names):
 
 
 def is_world_value(term):
-    """Whether ``term`` is a value over symbolic arrays (a segment's)."""
+    """Whether ``term`` is a value over symbolic arrays (a segment's): a
+    ``Tensor`` or ``Gaussian`` of them, or a sum of such (funsor's eager
+    Gaussian results are ``Contraction`` s of a Gaussian and a Tensor)."""
     if isinstance(term, Tensor):
         return isinstance(term.data, SymbolicArray)
     if isinstance(term, Gaussian):
         return isinstance(term.white_vec, SymbolicArray)
+    if isinstance(term, Contraction) and not term.reduced_vars:
+        parts = [t for t in term.terms if not isinstance(t, (Tensor, Number))]
+        return any(map(is_world_value, term.terms)) and all(
+            isinstance(t, Gaussian) and is_world_value(t) for t in parts
+        )
     return False
 
 
@@ -408,7 +415,7 @@ def _tensor_leaves(value):
         if isinstance(x, Tensor):
             if isinstance(x.data, SymbolicArray):
                 leaves.append(x)
-        elif is_world_value(x):
+        elif isinstance(x, Gaussian) and is_world_value(x):
             raise NeedsEagerValues(
                 "a Gaussian result (of sampling, of the adjoint tape, or built "
                 "from compile_function's inputs): a program returns arrays; "
