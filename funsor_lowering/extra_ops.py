@@ -36,6 +36,16 @@ def find_domain_take(op, x, index):
     return Array[x.dtype, tuple(index.shape) + tuple(x.shape[1:])]
 
 
+@ops.UnaryOp.make(module_name="funsor_lowering.extra_ops")
+def tuple_item(x, index=0):
+    """Output ``index`` of an op with several outputs (``ops.qr``,
+    ``ops.slogdet`` ...), which traced programs hold as one tuple value."""
+    return x[index]
+
+
+TupleItemOp = type(tuple_item)
+
+
 __all__ = [
     "RANDOM_OP_TYPES",
     "CategoricalSampleOp",
@@ -44,12 +54,14 @@ __all__ = [
     "RandnWithKeyOp",
     "SplitKeyOp",
     "TakeOp",
+    "TupleItemOp",
     "categorical_sample",
     "distribution_log_prob",
     "distribution_sample",
     "randn_with_key",
     "split_key",
     "take",
+    "tuple_item",
 ]
 
 

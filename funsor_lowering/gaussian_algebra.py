@@ -32,6 +32,7 @@ Example::
 import math
 
 from funsor import ops
+from funsor.terms import Funsor
 
 LOG_2PI = math.log(2 * math.pi)
 
@@ -119,11 +120,21 @@ def marginalize(white_vec, prec_sqrt, rows):
 
 def compress(white_vec, prec_sqrt):
     """An equal Gaussian with ``rank == dim``: ``(white_vec, prec_sqrt,
-    log_constant)`` (needs a full-rank precision)."""
-    chol = ops.cholesky(precision(prec_sqrt))
-    new_white_vec = solve_tril(chol, info_vec(white_vec, prec_sqrt))
+    log_constant)``, by a reduced QR factorization ``Pᵀ = Q R`` (as funsor's
+    ``_compress_rank``): ``P = Rᵀ Qᵀ``, so ``||x P - w||² = ||x Rᵀ - w Q||² +
+    ||w||² - ||w Q||²``. Rank-deficient precisions (zero blocks) compress
+    too, where a Cholesky factor does not exist."""
+    if isinstance(prec_sqrt, Funsor):
+        # funsor terms (the compiling pipeline) have no tuple-valued ops:
+        # a Cholesky factor of the precision (full-rank precisions only)
+        chol = ops.cholesky(precision(prec_sqrt))
+        new_white_vec = solve_tril(chol, info_vec(white_vec, prec_sqrt))
+        new_prec_sqrt = chol
+    else:
+        q, r = ops.qr(transpose(prec_sqrt))
+        new_white_vec, new_prec_sqrt = vecmat(white_vec, q), transpose(r)
     shift = ops.mul(ops.sub(norm2(new_white_vec), norm2(white_vec)), 0.5)
-    return new_white_vec, chol, shift
+    return new_white_vec, new_prec_sqrt, shift
 
 
 def sample(white_vec, prec_sqrt, noise):

@@ -304,3 +304,31 @@ def test_compile_function_builds_gaussians_from_its_inputs():
     np.testing.assert_allclose(
         to_numpy(program(**fresh)["log_z"]), hand_written_filter(**fresh), rtol=1e-3
     )
+
+
+def rank_deficient_pair(w1, P1, w2, P2):
+    """A wide Gaussian whose precision is singular (zero rows, as Pyro's
+    AutoGaussian initializes off-diagonal blocks): funsor compresses it by
+    QR at construction. A second Gaussian makes the sum integrable."""
+    x = OrderedDict(x=Reals[2])
+    g = Gaussian(white_vec=w1, prec_sqrt=P1, inputs=x)
+    h = Gaussian(white_vec=w2, prec_sqrt=P2, inputs=x)
+    return (g + h).reduce(ops.logaddexp, "x")
+
+
+def test_rank_deficient_precisions_compress_as_funsor_does():
+    rng = np.random.default_rng(0)
+    P1 = np.zeros((2, 5))
+    P1[0] = rng.standard_normal(5)  # rank 1 of dim 2, wide: compressed
+    arrays = {
+        "w1": from_numpy(rng.standard_normal(5)),
+        "P1": from_numpy(P1),
+        "w2": from_numpy(rng.standard_normal(2)),
+        "P2": from_numpy(np.eye(2) + 0.1 * rng.standard_normal((2, 2))),
+    }
+    expected = rank_deficient_pair(**arrays).data  # funsor's eager
+    traced = trace_function(lambda **a: rank_deficient_pair(**a).data, arrays)
+    assert_matches(traced(**arrays), expected, rtol=1e-5, atol=1e-6)
+    domains = {"w1": Reals[5], "P1": Reals[2, 5], "w2": Reals[2], "P2": Reals[2, 2]}
+    compiled = compile_function(rank_deficient_pair, **domains)
+    assert_matches(compiled(**arrays), expected, rtol=1e-5, atol=1e-6)

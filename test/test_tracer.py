@@ -255,3 +255,15 @@ def test_discrete_samples_are_live_with_softmax_frequencies():
     np.testing.assert_allclose(
         np.broadcast_to(to_numpy(factor), (4000, 2))[0], expected, rtol=1e-5
     )
+
+
+def test_ops_with_several_outputs_are_recorded():
+    # ops.qr returns (Q, R): the program holds the pair and takes its items
+    def fn(a):
+        q, r = ops.qr(a)
+        return {"r": r, "product": ops.matmul(q, r)}
+
+    program = trace_function(fn, {"a": backend_randn(4, 3)})
+    a = backend_randn(4, 3)
+    assert_matches(program(a=a), fn(a))
+    assert_matches(program(a=a)["product"], a)

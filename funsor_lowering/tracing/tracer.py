@@ -54,6 +54,7 @@ from ..extra_ops import (
     DistributionLogProbOp,
     DistributionSampleOp,
     RandnWithKeyOp,
+    TupleItemOp,
     categorical_sample,
 )
 from ..layout import align, union_batch
@@ -205,8 +206,20 @@ class OpRecorder:
                     tainted = (value, op)
                 elif node is not None and node.live:
                     canonical, live = None, True  # cannot be replayed
+        if isinstance(result, tuple) and result and all(map(self._is_array, result)):
+            # an op with several outputs (qr, slogdet, eigh ...): the tuple is
+            # a value, and each output a tuple_item of it
+            whole = self.add(
+                Node(result, canonical, tuple(arg_refs), packed, live, tainted)
+            )
+            items = tuple(map(self.backend.as_traceable, result))
+            for index, item in enumerate(items):
+                if self.node(item) is None:
+                    op = TupleItemOp(index=index)
+                    self.add(Node(item, op, (whole,), False, live, tainted))
+            return items
         if isinstance(result, tuple) or not self._is_array(result):
-            return result  # ops returning tuples or non-arrays are not values
+            return result  # other tuples and non-arrays are not values
         result = self.backend.as_traceable(result)
         if self.node(result) is not None:
             return result  # the op returned a value it was given (jax's no-op reshape)
