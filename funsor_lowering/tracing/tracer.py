@@ -61,6 +61,7 @@ from ..layout import align, union_batch
 from ..lowering import Lowerer
 from ..program import (
     ValueType,
+    iter_leaves,
     iter_paths,
     map_leaves,
     path_suffix,
@@ -565,13 +566,23 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
             value_type = value_type_of(node.value, recorder.backend)
             number[id(node)] = editor.emit(node.op, args, node.packed, value_type)
 
-    def output(value):
+    def output_node(value):
         if isinstance(value, Funsor):
             raise TypeError(
                 f"trace_function: fn returned a funsor ({type(value).__name__}); "
                 f"return arrays (e.g. its .data)"
             )
-        node = recorder.node(value) if recorder._is_array(value) else None
+        return recorder.node(value) if recorder._is_array(value) else None
+
+    # Operations run in the order they were recorded, as the function ran
+    # them: random draws take the RNG's numbers in eager funsor's order.
+    needed = _needed(filter(None, map(output_node, iter_leaves(result))))
+    for node in list(recorder.nodes.values()):
+        if id(node) in needed and id(node) not in number:
+            visit(node, "an output")
+
+    def output(value):
+        node = output_node(value)
         if node is None and isinstance(value, numbers.Number):
             return editor.add_constant(value)
         if node is None:
@@ -582,6 +593,17 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
         return number[id(node)]
 
     return optimize(editor.finish(map_leaves(output, result)))
+
+
+def _needed(roots):
+    """Ids of the nodes ``roots`` depend on (them included)."""
+    seen, stack = set(), list(roots)
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            stack.extend(a for a in node.args if isinstance(a, Node))
+    return seen
 
 
 def _untraced(value, where):
