@@ -59,10 +59,8 @@ class AutoGaussianCompiled(AutoGaussianFunsor):
         )
         entry = self._compiled_programs.get(signature)
         if entry is None:
-            # Tracing runs the recipe (and its draws): keep the caller's
-            # random state, so compiling does not shift the samples.
-            with torch.random.fork_rng(devices=[]):
-                entry = self._compile(particle_plates, plate_to_dim, params, rsample)
+            # tracing runs on symbolic arrays: it draws nothing
+            entry = self._compile(particle_plates, plate_to_dim, params, rsample)
             self._compiled_programs[signature] = entry
         program, aux_shape = entry
         if rsample:
