@@ -175,6 +175,45 @@ class HMM(SumProductCase):
         return hmm
 
 
+class EmissionHMM(SumProductCase):
+    """A discrete HMM with emission factors: ``T`` hidden steps of ``S``
+    states, a transition factor between ``x_{t-1}`` and ``x_t`` and an
+    emission factor of ``x_t`` (the observed likelihood) at every step."""
+
+    def __init__(self, T, S=5):
+        self.T, self.S = T, S
+        self.name = f"hmm_emit_T{T}"
+
+    def shapes(self):
+        return {
+            "init": (self.S,),
+            "trans": (self.T, self.S, self.S),
+            "emit": (self.T, self.S),
+        }
+
+    def factors(self, inputs):
+        init, trans, emit = inputs["init"], inputs["trans"], inputs["emit"]
+        factors = [init["x0"], emit[0]["x0"]]
+        for t in range(1, self.T):
+            factors.append(trans[t][f"x{t - 1}", f"x{t}"])
+            factors.append(emit[t][f"x{t}"])
+        return factors
+
+    def eliminate(self):
+        return frozenset(f"x{t}" for t in range(self.T))
+
+    def hand(self, lib):
+        lse = lib.logsumexp
+
+        def hmm(init, trans, emit):
+            alpha = init + emit[0]
+            for t in range(1, self.T):
+                alpha = lse(alpha[:, None] + trans[t], 0) + emit[t]
+            return lse(alpha, 0)
+
+        return hmm
+
+
 class Plated(SumProductCase):
     """A global variable ``z`` and a plate of ``N`` local variables ``y``."""
 
@@ -411,6 +450,7 @@ CASES = [
     Chain(50),
     HMM(10),
     HMM(100),
+    EmissionHMM(100),
     Plated(),
     Tree(),
     Kalman(10),
