@@ -168,22 +168,3 @@ def test_pyrocov_like_model_agrees_with_funsor_backend(reparam):
         )
     svi = SVI(bound, compiled, Adam({"lr": 1e-6}), Trace_ELBO())
     assert torch.isfinite(torch.tensor(svi.step()))
-
-
-def test_crossed_plates_raise_the_funsor_backends_error():
-    def model():  # a and b in crossed plates, coupled by c: not eliminable
-        i, j = pyro.plate("i", 2, dim=-1), pyro.plate("j", 3, dim=-2)
-        with i:
-            a = pyro.sample("a", dist.Normal(0.0, 1.0))
-        with j:
-            b = pyro.sample("b", dist.Normal(0.0, 1.0))
-        with i, j:
-            pyro.sample("c", dist.Normal(a + b, 1.0), obs=torch.zeros(3, 2))
-
-    messages = []
-    for backend in ("funsor", "compiled"):
-        pyro.clear_param_store()
-        with pytest.raises(NotImplementedError) as error:
-            AutoGaussian(model, backend=backend)()
-        messages.append(str(error.value).split("(")[0])
-    assert messages[0] == messages[1]

@@ -67,12 +67,18 @@ def two_globals_scale_a_plate():
         pyro.sample("y", dist.Normal(u, 1.0), obs=torch.tensor(1.0))
 
 
-def crossed_plates_coupled():
+def _crossed_plate_latents():
+    """Plates ``rows`` (2) and ``cols`` (3) crossing, a latent in each."""
     rows, cols = pyro.plate("rows", 2, dim=-1), pyro.plate("cols", 3, dim=-2)
     with rows:
         r = pyro.sample("r", dist.Normal(0.0, 1.0))
     with cols:
         c = pyro.sample("c", dist.Normal(0.0, 1.0))
+    return rows, cols, r, c
+
+
+def crossed_plates_coupled():
+    rows, cols, r, c = _crossed_plate_latents()
     with rows, cols:
         u = pyro.sample("u", dist.Normal(r, c.exp()))
         pyro.sample("y", dist.Normal(1.0, 1.0), obs=u)
@@ -104,12 +110,8 @@ def plated_latent_feeds_observed_global():
     pyro.sample("y", dist.Normal(r.mean(-1), 1.0), obs=torch.tensor(0.0))
 
 
-def crossed_plates_sum():
-    rows, cols = pyro.plate("rows", 2, dim=-1), pyro.plate("cols", 3, dim=-2)
-    with rows:
-        r = pyro.sample("r", dist.Normal(0.0, 1.0))
-    with cols:
-        c = pyro.sample("c", dist.Normal(0.0, 1.0))
+def crossed_plates_sum():  # intractable: funsor's backend raises
+    rows, cols, r, c = _crossed_plate_latents()
     with rows, cols:
         u = pyro.sample("u", dist.Normal(r + c, 1.0))
         pyro.sample("y", dist.Normal(u, 1.0), obs=torch.zeros(3, 2))
