@@ -6,13 +6,22 @@ result on the same arrays, on every backend.
 The equations follow the shapes of funsor 0.4.8's ``test/test_einsum.py``
 plated examples, written out here."""
 
+import functools
+
 import pytest
 from funsor import ops
 from funsor.domains import Bint, Reals
 from funsor.einsum import BACKEND_OPS, einsum
 from funsor.interpretations import reflect
 from funsor.optimizer import apply_optimizer
-from funsor.sum_product import sequential_sum_product, sum_product
+from funsor.sum_product import (
+    dynamic_partial_sum_product,
+    modified_partial_sum_product,
+    partial_sum_product,
+    sarkka_bilmes_product,
+    sequential_sum_product,
+    sum_product,
+)
 from funsor.tensor import Tensor
 from funsor.terms import Variable
 from funsor.testing import randn
@@ -168,3 +177,54 @@ def test_reduce_without_names_of_a_value_without_bint_inputs_is_the_value():
         return {"same": (x * 2).reduce(ops.add), "sum": (x + y["i"]).reduce(ops.add)}
 
     check_function(fn, x=Reals[3], y=Reals[4, 3])
+
+
+@pytest.mark.parametrize(
+    "impl", [modified_partial_sum_product, dynamic_partial_sum_product]
+)
+@pytest.mark.parametrize(
+    "sum_op, prod_op", [(ops.logaddexp, ops.add), (ops.add, ops.mul)]
+)
+@pytest.mark.parametrize(
+    "first", [frozenset(), frozenset({"time", "x_0", "x_prev", "x_curr"})]
+)
+@pytest.mark.parametrize("x_dim, num_steps", [(3, 1), (1, 5), (3, 5)])
+def test_markov_partial_sum_products_compile(
+    impl, sum_op, prod_op, first, x_dim, num_steps
+):
+    # funsor's test_modified_partial_sum_product_0 structure: a global
+    # factor, an initial factor of x_0 and a transition over time,
+    # eliminated in two calls (``first``, then the rest)
+    everything = frozenset({"time", "x_0", "x_prev", "x_curr"})
+    step = {"time": frozenset({("x_0", "x_prev", "x_curr")})}
+
+    def fn(f1, f2, f3):
+        factors = [f1, f2["x_0"], f3["time", "x_prev", "x_curr"]]
+        factors = impl(sum_op, prod_op, factors, first, step)
+        factors = impl(sum_op, prod_op, factors, everything - first, step)
+        return functools.reduce(prod_op, factors)
+
+    check_function(fn, f1=Reals[()], f2=Reals[x_dim], f3=Reals[num_steps, x_dim, x_dim])
+
+
+@pytest.mark.parametrize("num_steps", [1, 4, 7])
+def test_sarkka_bilmes_product_compiles(num_steps):
+    def fn(trans):
+        factor = trans["time", "x_prev", "x_curr"]
+        time = Variable("time", Bint[num_steps])
+        chain = sarkka_bilmes_product(ops.logaddexp, ops.add, factor, time, frozenset())
+        return chain.reduce(ops.logaddexp, frozenset({"x_prev", "x_curr"}))
+
+    check_function(fn, trans=Reals[num_steps, 3, 3])
+
+
+def test_partial_sum_product_with_plates_compiles():
+    def fn(f, g):
+        factors = [f["a", "i"], g["a", "b", "i", "j"]]
+        with reflect:
+            results = partial_sum_product(
+                ops.logaddexp, ops.add, factors, frozenset("abij"), frozenset("ij")
+            )
+        return [apply_optimizer(r) for r in results]
+
+    check_function(fn, f=Reals[2, 4], g=Reals[2, 3, 4, 5])
