@@ -83,10 +83,7 @@ class ArrayBackend:
         (:func:`stand_in`, converted by :meth:`from_stand_in`)."""
         from ..tracing.symbolic import map_symbolic
 
-        def to_stand_in(x):
-            return self.from_stand_in(stand_in(x.shape, self.numpy_dtype(x.dtype)))
-
-        args, kwargs = map_symbolic(to_stand_in, (args, kwargs))
+        args, kwargs = map_symbolic(self.stand_in_for, (args, kwargs))
         with np.errstate(all="ignore"):
             return self.as_symbolic(fn(*args, **kwargs))
 
@@ -100,6 +97,11 @@ class ArrayBackend:
         if isinstance(value, tuple):
             return tuple(self.as_symbolic(v) for v in value)
         return value
+
+    def stand_in_for(self, symbolic):
+        """A :func:`stand_in` array of this backend for a symbolic array."""
+        dtype = self.numpy_dtype(symbolic.dtype)
+        return self.from_stand_in(stand_in(symbolic.shape, dtype))
 
     def from_stand_in(self, array):
         """A read-only numpy stand-in as this backend's array."""

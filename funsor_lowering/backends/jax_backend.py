@@ -57,18 +57,16 @@ class JaxBackend(ArrayBackend):
         from ..tracing.symbolic import SymbolicArray, map_symbolic
 
         leaves = []
-
-        def collect(value):
-            leaves.append(jax.ShapeDtypeStruct(value.shape, value.dtype))
-            return _Slot(len(leaves) - 1)
-
-        positions = map_symbolic(collect, (args, kwargs))
+        map_symbolic(leaves.append, (args, kwargs))
 
         def concrete(*arrays):
-            a, k = _fill(positions, arrays)
+            # the arrays in place of the symbolic ones, in the same order
+            replacements = iter(arrays)
+            a, k = map_symbolic(lambda _: next(replacements), (args, kwargs))
             return fn(*a, **k)
 
-        result = jax.eval_shape(concrete, *leaves)
+        structs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in leaves]
+        result = jax.eval_shape(concrete, *structs)
         return jax.tree_util.tree_map(lambda s: SymbolicArray(s.shape, s.dtype), result)
 
     def jit(self, program):
@@ -96,29 +94,6 @@ class JaxBackend(ArrayBackend):
             return tuple(split_key(key, index=i, num=num) for i in range(num))
 
         return {"jax.random.split": split}
-
-
-class _Slot:
-    """Where a symbolic array was in an op's arguments."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index):
-        self.index = index
-
-
-def _fill(positions, arrays):
-    """``positions`` (arguments with :class:`_Slot` s for symbolic arrays)
-    with the arrays in those slots."""
-    if type(positions) is tuple:
-        return tuple(_fill(p, arrays) for p in positions)
-    if isinstance(positions, list):
-        return [_fill(p, arrays) for p in positions]
-    if isinstance(positions, dict):
-        return {k: _fill(v, arrays) for k, v in positions.items()}
-    if isinstance(positions, _Slot):
-        return arrays[positions.index]
-    return positions
 
 
 def _amin(x, axis=None, keepdims=False):

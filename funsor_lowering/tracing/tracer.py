@@ -31,6 +31,7 @@ Example::
     array(5.43656366)
 """
 
+import contextlib
 import numbers
 from collections import OrderedDict
 
@@ -47,7 +48,6 @@ from funsor.util import get_backend
 
 from .. import hooks, rules, shapes  # noqa: F401  (register lowering and shape rules)
 from ..backends import array_backend
-from ..backends.base import stand_in
 from ..errors import UnsupportedTermError
 from ..extra_ops import (
     RANDOM_OP_TYPES,
@@ -75,7 +75,7 @@ from . import gaussian_patterns
 from .abstract import abstract_result
 from .concretization import backend_errors_named
 from .rng_keys import draw_key
-from .symbolic import SymbolicArray, has_symbolic
+from .symbolic import SymbolicArray, has_symbolic, map_symbolic
 
 RANDOM_OPS = RANDOM_OP_TYPES
 # Ops whose first argument is a prototype: only its type and device matter.
@@ -132,9 +132,14 @@ class OpRecorder:
     def __enter__(self):
         return self._enter(symbolic_only=False)
 
+    @contextlib.contextmanager
     def symbolic_only(self):
         """A context recording op calls on symbolic arrays only."""
-        return _Recording(self, symbolic_only=True)
+        self._enter(symbolic_only=True)
+        try:
+            yield self
+        finally:
+            self._contexts.pop().__exit__(None, None, None)
 
     def _enter(self, symbolic_only):
         original = hooks.original("Op.__call__")
@@ -229,17 +234,6 @@ class OpRecorder:
 
     def _is_array(self, value):
         return isinstance(value, SymbolicArray) or self.backend.is_array(value)
-
-
-class _Recording:
-    def __init__(self, recorder, symbolic_only):
-        self.recorder, self.symbolic_only = recorder, symbolic_only
-
-    def __enter__(self):
-        return self.recorder._enter(self.symbolic_only)
-
-    def __exit__(self, *args):
-        return self.recorder.__exit__(*args)
 
 
 def _with_draw_key(op, args, kwargs):
@@ -394,14 +388,7 @@ def _has_rsample(dist_class, names, operands):
     if isinstance(has_rsample, bool):
         return has_rsample
     backend = array_backend(get_backend())
-
-    def concrete(value):
-        if isinstance(value, SymbolicArray):
-            dtype = backend.numpy_dtype(value.dtype)
-            return backend.from_stand_in(stand_in(value.shape, dtype))
-        return value
-
-    params = {name: concrete(a) for name, a in zip(names, operands)}
+    params = map_symbolic(backend.stand_in_for, dict(zip(names, operands)))
     return dist_class(**params, validate_args=False).has_rsample
 
 
