@@ -18,6 +18,7 @@ from funsor.tensor import Tensor
 from funsor.testing import randn
 
 from funsor_lowering import compile_function, trace_function
+from funsor_lowering.backends import array_backend
 from funsor_lowering.tracing.concretization import ConcretizationError
 from funsor_lowering.tracing.symbolic import SymbolicArray
 
@@ -162,3 +163,21 @@ def test_gaussian_route_runs_once_on_symbolic_values():
     expected = fn(loc, prec_sqrt).data  # funsor's eager, on the arrays
     assert_matches(program(loc=loc, prec_sqrt=prec_sqrt), expected)
     assert calls == [1, 1]  # compiling, then the eager reference
+
+
+def test_random_draws_never_run_on_stand_ins():
+    # numpy and torch draw from a global RNG: a draw whose shape no rule
+    # gives is refused, never evaluated on stand-in arrays
+    backend = array_backend(BACKEND)
+    if backend.keyed:
+        pytest.skip("jax draws take their keys as operands: no global RNG")
+    seen = []
+
+    def draw(x):
+        seen.append(x)
+        raise RuntimeError("no meta implementation")  # torch's cue to fall back
+
+    x = SymbolicArray((2,), backend.float_dtype)
+    with pytest.raises(NotImplementedError, match="global RNG"):
+        backend.abstract_eval(draw, (x,), {}, draws=True)
+    assert all(getattr(a, "is_meta", False) for a in seen)  # torch: meta only

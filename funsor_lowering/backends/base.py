@@ -76,12 +76,21 @@ class ArrayBackend:
     float_dtype = np.dtype("float64")
     int_dtype = np.dtype("int64")
 
-    def abstract_eval(self, fn, args, kwargs):
+    def abstract_eval(self, fn, args, kwargs, draws=False):
         """``fn(*args, **kwargs)`` where ``args`` hold
         :class:`~funsor_lowering.tracing.symbolic.SymbolicArray` s: the
         result with symbolic arrays for arrays, computed on stand-ins
-        (:func:`stand_in`, converted by :meth:`from_stand_in`)."""
+        (:func:`stand_in`, converted by :meth:`from_stand_in`). A random op
+        (``draws``) is never run on stand-ins: it would take numbers from
+        the backend's global RNG."""
         from ..tracing.symbolic import map_symbolic
+
+        if draws:
+            raise NotImplementedError(
+                f"tracing cannot infer the shape of a random draw on "
+                f"{self.name} without drawing from its global RNG; give the "
+                f"op a shape rule in funsor_lowering/tracing/abstract.py"
+            )
 
         args, kwargs = map_symbolic(self.stand_in_for, (args, kwargs))
         with np.errstate(all="ignore"):

@@ -52,8 +52,9 @@ class JaxBackend(ArrayBackend):
     def from_numpy(self, array):
         return jnp.asarray(array)
 
-    def abstract_eval(self, fn, args, kwargs):
-        """Under ``jax.eval_shape``: shapes only, nothing computed."""
+    def abstract_eval(self, fn, args, kwargs, draws=False):
+        """Under ``jax.eval_shape``: shapes only, nothing computed (draws
+        take their keys as operands: no global RNG)."""
         from ..tracing.symbolic import SymbolicArray, map_symbolic
 
         leaves = []

@@ -53,9 +53,9 @@ class TorchBackend(ArrayBackend):
 
     int_dtype = torch.int64
 
-    def abstract_eval(self, fn, args, kwargs):
+    def abstract_eval(self, fn, args, kwargs, draws=False):
         """On ``meta`` tensors (shapes only, no RNG); on read-only CPU
-        stand-ins where an op has no meta implementation."""
+        stand-ins where an op (not a random one) has no meta implementation."""
         from ..tracing.symbolic import SymbolicArray
 
         def to_meta(value):
@@ -70,7 +70,7 @@ class TorchBackend(ArrayBackend):
         try:
             result = fn(*to_meta(args), **{k: to_meta(v) for k, v in kwargs.items()})
         except (RuntimeError, NotImplementedError):
-            return super().abstract_eval(fn, args, kwargs)
+            return super().abstract_eval(fn, args, kwargs, draws)
         return self.as_symbolic(result)
 
     def from_stand_in(self, array):

@@ -22,7 +22,7 @@ Example::
 
 from funsor import ops
 
-from ..extra_ops import CategoricalSampleOp, RandnWithKeyOp
+from ..extra_ops import RANDOM_OP_TYPES, CategoricalSampleOp, RandnWithKeyOp
 from ..program.codegen import bind_call
 from .symbolic import SymbolicArray
 
@@ -30,10 +30,13 @@ from .symbolic import SymbolicArray
 def abstract_result(op, args, kwargs, backend, call):
     """``call(op, *args, **kwargs)``'s result, with symbolic arrays for
     arrays: a :class:`SymbolicArray` or a tuple of them."""
+    draws = isinstance(op, RANDOM_OP_TYPES)
     rule = _RULES.get(type(op))
     if rule is not None and not backend.keyed:
         return rule(bind_call(op, args, kwargs).arguments, backend)
-    result = backend.abstract_eval(lambda *a, **k: call(op, *a, **k), args, kwargs)
+    result = backend.abstract_eval(
+        lambda *a, **k: call(op, *a, **k), args, kwargs, draws=draws
+    )
     if isinstance(result, tuple):
         return tuple(_symbolic(op, r) for r in result)
     return _symbolic(op, result)
