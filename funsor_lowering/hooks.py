@@ -39,6 +39,7 @@ import contextvars
 import functools
 
 import funsor.adjoint
+import funsor.cnf
 import funsor.distribution
 import funsor.interpreter
 import funsor.optimizer
@@ -287,6 +288,13 @@ def _install():
         "stack_reinterpret",
         "funsor.interpreter",
         "stack_reinterpret",
+    )
+    hook_attribute(
+        "cnf._eager_contract_tensors",
+        funsor.cnf,
+        "_eager_contract_tensors",
+        "funsor.cnf",
+        "_eager_contract_tensors",
     )
     for name in ("eager_normal", "eager_mvn"):
         fn = getattr(funsor.distribution, name)

@@ -18,6 +18,7 @@ from funsor.op_factory import make_op
 from funsor.optimizer import apply_optimizer
 from funsor.sum_product import sum_product
 from funsor.tensor import Tensor
+from funsor.terms import to_data, to_funsor
 
 from funsor_lowering import compile_function, trace_function
 from funsor_lowering.tracing.tracer import RANDOM_OPS, UntracedValueError
@@ -43,6 +44,28 @@ def check_traced(fn, shapes, three_ways=True, **tolerances):
     for actual in results:
         assert_matches(actual, expected, **tolerances)
     return program
+
+
+def test_funsor_identity_and_chain():
+    # funsor 0.4.8's tracer tests test_id and test_chain
+    check_traced(lambda x: x, {"x": (2, 3)})
+
+    def chain(x):
+        for _ in range(10):
+            x = ops.mul(x, x)
+        return x
+
+    program = check_traced(chain, {"x": (4,)}, rtol=1e-4)
+    assert len(program.operations) == 10
+
+
+def test_funsor_used_inside_the_function():
+    # funsor 0.4.8's test_use_funsor_interally_1: arrays -> funsors -> arrays
+    def fn(x, y, z):
+        x, y, z = to_funsor(x), to_funsor(y), to_funsor(z)
+        return to_data(x @ y + z + 1)
+
+    check_traced(fn, {"x": (2, 3), "y": (3, 4), "z": (2, 4)}, rtol=1e-5)
 
 
 def test_funsor_sum_product_over_tensors():

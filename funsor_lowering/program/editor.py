@@ -24,8 +24,18 @@ Example::
       return mul_1
 """
 
+from typing import NamedTuple
+
 from ..structure import iter_leaves, iter_paths, map_leaves
 from .ir import Operation, OpProgram, ValueType, as_value_type, value_type_of
+
+
+class PassResult(NamedTuple):
+    """What a program pass returns (as torch.fx's ``PassResult``): the
+    program, and whether the pass changed it."""
+
+    program: OpProgram
+    modified: bool
 
 
 class Ref:
@@ -197,4 +207,4 @@ class Editor:
         )
 
 
-__all__ = ["Editor", "Ref", "ValueType"]
+__all__ = ["Editor", "PassResult", "Ref", "ValueType"]

@@ -39,27 +39,18 @@ Example::
 
 import math
 import numbers
-from typing import NamedTuple
 
 from funsor import ops
 
 from ..backends import array_backend
 from ..extra_ops import RANDOM_OP_TYPES
 from ..structure import iter_leaves
-from .editor import Editor, Ref
-from .ir import OpProgram
+from .editor import Editor, PassResult, Ref
+from .vectorize import vectorize
 
 # Largest constant folding may create, in elements, unless its inputs are
 # as large (expanding a constant is cheaper at run time than storing it).
 FOLD_LIMIT = 4096
-
-
-class PassResult(NamedTuple):
-    """What a pass returns (as torch.fx's ``PassResult``): the program, and
-    whether the pass changed it."""
-
-    program: OpProgram
-    modified: bool
 
 
 def _result(before, after):
@@ -267,6 +258,7 @@ def eliminate_dead_code(program):
 
 # ------------------------------------------------------------------- pipeline
 PASSES = (
+    vectorize,
     fold_constants,
     simplify,
     eliminate_common_subexpressions,

@@ -52,9 +52,15 @@ def _least_flops_greedy(inputs, output, size_dict, memory_limit=None):
 
 def einsum_path(inputs, output, shapes):
     """The pairwise steps planned for the contraction ``inputs -> output``: a
-    list of ``(operand positions, equation)``; after each step the operands
+    tuple of ``(operand positions, equation)``; after each step the operands
     at those positions are popped and the result appended. Few operands get
-    opt_einsum's optimal search, many its greedy one (least flops first)."""
+    opt_einsum's optimal search, many its greedy one (least flops first).
+    Plans are cached: unrolled chains repeat one contraction many times."""
+    return _planned(tuple(inputs), output, tuple(map(tuple, shapes)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _planned(inputs, output, shapes):
     equation = ",".join(inputs) + "->" + output
     if len(inputs) <= 4:
         optimize = "optimal"
@@ -65,7 +71,7 @@ def einsum_path(inputs, output, shapes):
     _, info = opt_einsum.contract_path(
         equation, *shapes, shapes=True, optimize=optimize
     )
-    return [(step[0], step[2]) for step in info.contraction_list]
+    return tuple((step[0], step[2]) for step in info.contraction_list)
 
 
 def relabel(equation):

@@ -30,6 +30,11 @@ from .symbolic import SymbolicArray
 def abstract_result(op, args, kwargs, backend, call):
     """``call(op, *args, **kwargs)``'s result, with symbolic arrays for
     arrays: a :class:`SymbolicArray` or a tuple of them."""
+    if isinstance(op, ops.FinfoOp):  # a function of the dtype alone
+        args = [
+            backend.stand_in_for(a) if isinstance(a, SymbolicArray) else a for a in args
+        ]
+        return call(op, *args, **kwargs)
     draws = isinstance(op, RANDOM_OP_TYPES)
     rule = _RULES.get(type(op))
     if rule is not None and not backend.keyed:

@@ -24,6 +24,8 @@ Example::
 
 import numpy as np
 from funsor import ops
+from funsor.tensor import tensor_to_funsor
+from funsor.terms import to_funsor
 
 from .concretization import refuse
 
@@ -66,15 +68,26 @@ class SymbolicArray:
     def __getitem__(self, index):
         if not isinstance(index, tuple):
             index = (index,)
-        for part in index:
-            if not (part is None or part is Ellipsis or isinstance(part, (int, slice))):
+        arrays = [k for k, part in enumerate(index) if _is_index_array(part)]
+        for k, part in enumerate(index):
+            if k in arrays or part is None or part is Ellipsis:
+                continue
+            if not isinstance(part, (int, slice)):
                 raise TypeError(
                     f"indexing a traced value by {type(part).__name__}: only ints, "
-                    f"slices, None and ... are supported; index arrays with "
-                    f"funsor.ops (ops.take of funsor_lowering.extra_ops, funsor "
-                    f"Tensors)"
+                    f"slices, None, ... and one integer index array are "
+                    f"supported; index arrays with funsor.ops (ops.take of "
+                    f"funsor_lowering.extra_ops, funsor Tensors)"
                 )
-        return ops.getslice(self, index)
+        if not arrays:
+            return ops.getslice(self, index)
+        if len(arrays) > 1 or any(isinstance(p, int) for p in index):
+            raise TypeError(
+                "indexing a traced value by an index array together with ints or "
+                "other index arrays (numpy's mixed advanced indexing) is not "
+                "supported; index with one integer array and slices"
+            )
+        return _take_along(self, index, arrays[0])
 
     def reshape(self, *shape):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -182,6 +195,35 @@ SymbolicArray.__invert__ = lambda self: ops.invert(self)
 SymbolicArray.__pos__ = lambda self: self
 
 
+def _is_index_array(part):
+    if not isinstance(part, SymbolicArray):
+        return False
+    # numpy, jax or torch dtype (torch.int64 reads as int64)
+    return np.dtype(str(part.dtype).replace("torch.", "")).kind in "iu"
+
+
+def _take_along(x, index, k):
+    """``x[index]`` where ``index[k]`` is an integer index array and the other
+    parts are slices, ``None`` or ``...``: the slices first, then the array
+    indexes its axis (``extra_ops.take`` on that axis moved to the front)."""
+    from ..extra_ops import take
+
+    consumed = sum(1 for p in index if p is not None and p is not Ellipsis)
+    axis = 0  # the array's axis in the output: ... spans the dims no other
+    for part in index[:k]:  # part consumes, None and a slice give one each
+        axis += x.ndim - consumed if part is Ellipsis else 1
+    basic = index[:k] + (slice(None),) + index[k + 1 :]
+    if any(p is not Ellipsis and p != slice(None) for p in basic):
+        x = ops.getslice(x, basic)
+    order = (axis,) + tuple(d for d in range(x.ndim) if d != axis)
+    moved = ops.permute(x, order) if axis else x
+    taken = take(moved, index[k])
+    n = len(index[k].shape)
+    rest = list(range(n, taken.ndim))
+    back = rest[:axis] + list(range(n)) + rest[axis:]
+    return ops.permute(taken, tuple(back)) if axis else taken
+
+
 def map_symbolic(fn, value):
     """``value`` (an argument: nested tuples, lists and dicts) with ``fn``
     applied to its symbolic arrays."""
@@ -203,3 +245,7 @@ def has_symbolic(args):
 @ops.is_numeric_array.register(SymbolicArray)
 def _is_numeric_array(x):
     return True
+
+
+# funsor's to_funsor of a symbolic array is a Tensor, as of a backend array
+to_funsor.register(SymbolicArray)(tensor_to_funsor)

@@ -35,6 +35,7 @@ import contextlib
 import numbers
 from collections import OrderedDict
 
+import funsor.cnf
 import funsor.delta
 from funsor import ops
 from funsor.cnf import Contraction
@@ -182,8 +183,9 @@ class OpRecorder:
         names = list(cls.signature.parameters)
         params = {k: v for k, v in bound.arguments.items() if k in names[cls.arity :]}
         try:
-            canonical = cls(**params)
-        except TypeError:  # unhashable parameters (arrays, lists): no op to replay
+            # lists (funsor passes permute's dims as one) replay as tuples
+            canonical = cls(**{k: _as_tuples(v) for k, v in params.items()})
+        except TypeError:  # unhashable parameters (arrays): no op to replay
             canonical = None
         operands = list(bound.args[: cls.arity])
         if isinstance(op, ops.RandnOp) and self._is_array(params.get("rng_key")):
@@ -234,6 +236,12 @@ class OpRecorder:
 
     def _is_array(self, value):
         return isinstance(value, SymbolicArray) or self.backend.is_array(value)
+
+
+def _as_tuples(value):
+    if isinstance(value, list):
+        return tuple(_as_tuples(v) for v in value)
+    return value
 
 
 def _with_draw_key(op, args, kwargs):
@@ -321,10 +329,34 @@ def traced_tensor_eager_subs(self, subs):
     if not all(isinstance(v, Variable) for v in values) and all(
         isinstance(v, (Tensor, Number, Slice, Variable)) for v in values
     ):
-        result = evaluate_by_lowering(Subs(self, subs))
+        # reflect: under another interpretation pushed by user code
+        # (moment_matching), building Subs would evaluate it, calling here.
+        result = evaluate_by_lowering(reflect.interpret(Subs, self, tuple(subs)))
         if result is not None:
             return result
     return hooks.original("Tensor.eager_subs")(self, subs)
+
+
+def traced_contract_tensors(reduced_vars, terms, backend):
+    """funsor's eager contraction of Tensors while tracing (reached when an
+    interpretation pushed by user code, such as ``moment_matching``, stands
+    above tracing's): through the lowering rules, since funsor's einsum
+    backends call backend functions on the data."""
+    if backend in funsor.cnf.BACKEND_TO_EINSUM_BACKEND.values():
+        red_op, bin_op = ops.add, ops.mul
+    else:
+        red_op, bin_op = ops.logaddexp, ops.add
+    if not reduced_vars:
+        red_op = ops.null  # a product only (funsor's normal form)
+    term = reflect.interpret(
+        Contraction, red_op, bin_op, frozenset(reduced_vars), tuple(terms)
+    )
+    result = evaluate_by_lowering(term)
+    if result is None:
+        return hooks.original("cnf._eager_contract_tensors")(
+            reduced_vars, terms, backend
+        )
+    return result
 
 
 def _has_free_variables(args):
@@ -462,6 +494,7 @@ def tracing_hooks(backend):
             "Distribution._sample": traced_distribution_sample,
             "Tensor._sample": traced_tensor_sample,
             "Tensor.eager_subs": traced_tensor_eager_subs,
+            "cnf._eager_contract_tensors": traced_contract_tensors,
             **gaussian_patterns.ops_only_gaussians(),
             **backend.tracing_hooks(),
         }

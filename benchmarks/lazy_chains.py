@@ -1,0 +1,131 @@
+"""Long chains built lazily outside a compiling block, then compiled.
+
+A funsor user who builds ``sequential_sum_product`` under ``lazy`` gets a
+term funsor has already unrolled (one contraction per step, a tree of depth
+log T). ``compile_funsor`` batches the tree's isomorphic operations level by
+level (``program/vectorize.py``), so the program's length grows like
+log T. Printed per T: funsor's lazy build (once), our compile time, the
+program's operations, and per-call time against funsor evaluating
+``sequential_sum_product`` eagerly on the same arrays (medians of
+interleaved repeats)::
+
+    python -m benchmarks.lazy_chains [--write]
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import funsor
+import numpy as np
+from funsor import ops
+from funsor.domains import Bint, Reals
+from funsor.interpretations import lazy
+from funsor.sum_product import MarkovProduct, sequential_sum_product
+from funsor.tensor import Tensor
+from funsor.terms import Variable
+
+from benchmarks.timing import interleaved_medians
+
+S = 3  # hidden states
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def chain(trans, T):
+    """The log-partition function of a chain with ``trans`` factors."""
+    time = Variable("time", Bint[T])
+    result = sequential_sum_product(
+        ops.logaddexp, ops.add, trans, time, {"prev": "curr"}
+    )
+    return result.reduce(ops.logaddexp, frozenset({"prev", "curr"}))
+
+
+def symbolic_chain(T, how):
+    trans = Variable("trans", Reals[T, S, S])["time", "prev", "curr"]
+    with lazy:
+        if how == "sequential_sum_product":
+            return chain(trans, T)
+        product = MarkovProduct(ops.logaddexp, ops.add, trans, "time", {"prev": "curr"})
+        return product.reduce(ops.logaddexp, frozenset({"prev", "curr"}))
+
+
+def measure(T, how, repeats):
+    from funsor_lowering import compile_funsor
+
+    start = time.perf_counter()
+    expr = symbolic_chain(T, how)
+    build = time.perf_counter() - start
+    start = time.perf_counter()
+    program = compile_funsor(expr)
+    compile_time = time.perf_counter() - start
+    data = np.random.RandomState(0).randn(T, S, S)
+
+    def eager():
+        return chain(Tensor(data)["time", "prev", "curr"], T).data
+
+    def ours():
+        return program(trans=data)
+
+    np.testing.assert_allclose(ours(), eager(), rtol=1e-9)
+    medians = interleaved_medians({"eager": eager, "ours": ours}, repeats)
+    return {
+        "T": T,
+        "how": how,
+        "build": build,
+        "compile": compile_time,
+        "operations": len(program.operations),
+        "eager": medians["eager"],
+        "ours": medians["ours"],
+    }
+
+
+def fmt(seconds):
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.lazy_chains")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--sizes", default="10,100,1000,10000")
+    parser.add_argument(
+        "--write", action="store_true", help="write RESULTS_lazy_chains.md"
+    )
+    args = parser.parse_args(argv)
+    funsor.set_backend("numpy")
+    lines = []
+
+    def emit(line):
+        print(line)
+        lines.append(line)
+        sys.stdout.flush()
+
+    emit(
+        f"Lazily built chains, numpy, {os.cpu_count()} cpus: medians of "
+        f"{args.repeats} interleaved repeats (`python -m benchmarks.lazy_chains"
+        f"{' --write' if args.write else ''}`); `eager` is funsor's "
+        "`sequential_sum_product` on the arrays, per call."
+    )
+    emit("")
+    header = ["built with", "T", "lazy build", "compile", "operations"]
+    header += ["eager", "ours", "eager/ours"]
+    emit("| " + " | ".join(header) + " |")
+    emit("|" + "---|" * len(header))
+    for how in ("sequential_sum_product", "MarkovProduct"):
+        for T in (int(t) for t in args.sizes.split(",")):
+            r = measure(T, how, args.repeats)
+            row = [f"`{how}` under `lazy`", str(T), fmt(r["build"]), fmt(r["compile"])]
+            row += [str(r["operations"]), fmt(r["eager"]), fmt(r["ours"])]
+            row.append(f"{r['eager'] / r['ours']:.1f}x")
+            emit("| " + " | ".join(row) + " |")
+    if args.write:
+        with open(os.path.join(HERE, "RESULTS_lazy_chains.md"), "w") as f:
+            f.write("# Lazily built chains\n\n" + "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
