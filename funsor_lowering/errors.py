@@ -127,6 +127,43 @@ class UnsupportedTermError(NotImplementedError):
         super().__init__(message)
 
 
+class IntermediateTooLargeError(MemoryError):
+    """Compiling a term would materialize an intermediate array larger than
+    :data:`funsor_lowering.layout.MAX_INTERMEDIATE_ELEMENTS` elements.
+
+    Example::
+
+        >>> error = IntermediateTooLargeError((1000, 1000, 1000), 10**8)
+        >>> print(str(error)[:59])
+        compiling would materialize an intermediate of shape (1000,
+    """
+
+    def __init__(self, shape, limit, term=None):
+        self.shape, self.limit, self.term = tuple(shape), limit, term
+        super().__init__(self._message())
+
+    def naming(self, term):
+        """This error, naming ``term`` (the innermost term being lowered)."""
+        if self.term is None:
+            self.term = term
+            self.args = (self._message(),)
+        return self
+
+    def _message(self):
+        size = 1
+        for n in self.shape:
+            size *= n
+        where = f" {short_repr(self.term)}" if self.term is not None else ""
+        return (
+            f"compiling{where} would materialize an intermediate of shape "
+            f"{self.shape} ({size:,} elements, {size * 8 / 2**30:.1f} GiB in "
+            f"float64), more than the limit of {self.limit:,} elements "
+            f"(funsor_lowering.layout.MAX_INTERMEDIATE_ELEMENTS); build the "
+            f"sum-product so it factorizes (funsor's sum_product with "
+            f"apply_optimizer, or a Contraction over the factors)"
+        )
+
+
 class NeedsEagerValues(NotImplementedError):
     """Raised inside a compiling block by funsor code that only works on
     eager values and that a segment cannot hold symbolically: a Gaussian of

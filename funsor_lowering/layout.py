@@ -27,6 +27,7 @@ from funsor.domains import find_domain
 from funsor.tensor import Tensor
 from funsor.terms import Binary, Finitary, Number, Unary
 
+from .errors import IntermediateTooLargeError
 from .lowering import Lowered, build
 
 
@@ -49,8 +50,8 @@ def apply(op, *args):
         dtype = find_domain(op, *(a.output for a in args)).dtype
         return constant(op(*(a.data for a in args)), dtype)
     if len(args) == 1:
-        return build(Unary, op, args[0])
-    return build(Binary, op, *args)
+        return _checked_size(build(Unary, op, args[0]))
+    return _checked_size(build(Binary, op, *args))
 
 
 def apply_finitary(op, args):
@@ -60,7 +61,24 @@ def apply_finitary(op, args):
     if all(is_constant(a) for a in args):
         dtype = find_domain(op, tuple(a.output for a in args)).dtype
         return constant(op(tuple(a.data for a in args)), dtype)
-    return build(Finitary, op, args)
+    return _checked_size(build(Finitary, op, args))
+
+
+# The largest array a program may compute, in elements (2 GiB of float64).
+# The lowering plans sum-products so that no step needs more; a term that
+# cannot be computed without a larger array raises instead of dying at run
+# time.
+MAX_INTERMEDIATE_ELEMENTS = 1 << 28
+
+
+def _checked_size(expr):
+    shape = expr.output.shape
+    size = 1
+    for n in shape:
+        size *= n
+    if size > MAX_INTERMEDIATE_ELEMENTS:
+        raise IntermediateTooLargeError(shape, MAX_INTERMEDIATE_ELEMENTS)
+    return expr
 
 
 def _as_array(expr):

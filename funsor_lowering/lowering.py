@@ -33,7 +33,7 @@ from funsor.tensor import Tensor
 from funsor.terms import Funsor, Number
 from funsor.typing import get_origin
 
-from .errors import UnsupportedTermError
+from .errors import IntermediateTooLargeError, UnsupportedTermError
 from .sound_algebra import sound_eager
 
 LOWERING_RULES = KeyedRegistry(default=None)
@@ -165,7 +165,7 @@ class Lowerer:
                     continue
             rule = check_rule(term)
             if rule.raw is True or (callable(rule.raw) and rule.raw(term)):
-                self.memo[term] = _checked(term, rule(term, self))
+                self.memo[term] = _checked(term, _run(rule, term, self))
                 continue
             children = [
                 c for c in _funsor_children(term._ast_values) if self._lookup(c) is None
@@ -175,7 +175,7 @@ class Lowerer:
                 stack.extend((c, False) for c in reversed(children))
                 continue
             args = self._substitute_children(term._ast_values)
-            self.memo[term] = _checked(term, rule(term, *args))
+            self.memo[term] = _checked(term, _run(rule, term, *args))
         return self._lookup(root)
 
     def _substitute_children(self, value):
@@ -184,6 +184,13 @@ class Lowerer:
         if isinstance(value, tuple):
             return tuple(self._substitute_children(item) for item in value)
         return value
+
+
+def _run(rule, term, *args):
+    try:
+        return rule(term, *args)
+    except IntermediateTooLargeError as error:
+        raise error.naming(term) from None
 
 
 def _checked(term, result):

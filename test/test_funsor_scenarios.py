@@ -7,6 +7,7 @@ The equations follow the shapes of funsor 0.4.8's ``test/test_einsum.py``
 plated examples, written out here."""
 
 import functools
+import math
 
 import pytest
 from funsor import ops
@@ -26,8 +27,10 @@ from funsor.tensor import Tensor
 from funsor.terms import Variable
 from funsor.testing import randn
 
-from funsor_lowering import compile_function
+from funsor_lowering import compile_function, compile_funsor
+from funsor_lowering.errors import IntermediateTooLargeError
 
+from .helpers import assert_matches, check_compiled, random_arrays
 from .test_compile_function import check_function
 
 SIZES = dict(zip("abcdijk", (2, 3, 2, 3, 4, 3, 2)))
@@ -228,3 +231,63 @@ def test_partial_sum_product_with_plates_compiles():
         return [apply_optimizer(r) for r in results]
 
     check_function(fn, f=Reals[2, 4], g=Reals[2, 3, 4, 5])
+
+
+# ----------------------------------------------------- intermediate sizes
+def _chain_factors(num_steps, states, emissions=False):
+    factors = [Variable("init", Reals[states])["x0"]]
+    for t in range(1, num_steps):
+        trans = Variable(f"t{t}", Reals[states, states])
+        factors.append(trans[f"x{t - 1}", f"x{t}"])
+        if emissions:
+            factors.append(Variable(f"e{t}", Reals[states])[f"x{t}"])
+    return factors, frozenset(f"x{t}" for t in range(num_steps))
+
+
+def _largest_value(program):
+    return max(math.prod(t.shape) for t in program.value_types if t is not None)
+
+
+@pytest.mark.parametrize("emissions", [False, True])
+@pytest.mark.parametrize(
+    "sum_op, prod_op", [(ops.logaddexp, ops.add), (ops.add, ops.mul)]
+)
+def test_sum_product_built_under_reflect_alone_is_planned(sum_op, prod_op, emissions):
+    """``sum_product`` under ``reflect`` without ``apply_optimizer`` is a
+    reduced product of every factor: eager funsor would broadcast them all
+    (10**50 elements here); the program contracts it as funsor's optimizer
+    would plan it, and equals funsor's evaluation of that plan."""
+    factors, eliminate = _chain_factors(50, 10, emissions)
+    with reflect:
+        expr = sum_product(sum_op, prod_op, factors, eliminate, frozenset())
+    program = compile_funsor(expr)
+    assert _largest_value(program) <= 10 * 10
+    arrays = random_arrays(expr.inputs)
+    if prod_op is ops.mul:  # keep the product of 50 factors finite
+        arrays = {k: ops.exp(v * 0.1) * 0.3 for k, v in arrays.items()}
+    with reflect:
+        planned = apply_optimizer(expr)
+    expected = planned(**{k: Tensor(v) for k, v in arrays.items()})
+    assert_matches(program(**arrays), expected.data, rtol=1e-4)
+
+
+def test_small_reduced_product_equals_eager_funsor_brute_force():
+    factors, eliminate = _chain_factors(5, 3, emissions=True)
+    with reflect:
+        expr = sum_product(ops.logaddexp, ops.add, factors, eliminate, frozenset())
+    check_compiled(expr, rtol=1e-5)
+
+
+def test_an_intermediate_beyond_the_limit_raises_naming_the_term():
+    """Factors that share no variable and are not reduced can only be
+    broadcast: a 10**9-element joint. Compiling says so, naming the term
+    and its size, instead of a program that dies allocating 7.5 GiB."""
+    x = Variable("x", Reals[10, 10, 10, 10])["a", "b", "c", "d"]
+    y = Variable("y", Reals[10, 10, 10, 10, 10])["e", "f", "g", "h", "i"]
+    with pytest.raises(IntermediateTooLargeError) as error:
+        compile_funsor(x + y)
+    message = str(error.value)
+    assert "(10, 10, 10, 10, 10, 10, 10, 10, 10)" in message
+    assert "1,000,000,000 elements" in message
+    assert "Variable('x'" in message and "MAX_INTERMEDIATE_ELEMENTS" in message
+    assert isinstance(error.value, MemoryError)

@@ -21,12 +21,12 @@ import opt_einsum
 from funsor import ops
 from funsor.cnf import Contraction
 from funsor.ops import AssociativeOp
-from funsor.terms import Funsor
+from funsor.terms import Binary, Funsor, Reduce
 
 from ..layout import align, apply, apply_finitary, combine, reshape, union_batch
-from ..lowering import Lowered, lowering_rule
+from ..lowering import Lowered, build, lowering_rule
 from .elementwise import require_values
-from .reductions import reduce_batch, unsupported_reduction
+from .reductions import lower_reduce, reduce_batch, unsupported_reduction
 
 # The most negative float32; clamping a shift to it keeps exp(x - shift) from
 # being nan where x is -inf everywhere (-inf - -inf), in float32 and float64.
@@ -284,6 +284,46 @@ def contract(term, red_op, bin_op, reduced_vars, terms):
 def lower_contraction_of_one(term, red_op, bin_op, reduced_vars, arg):
     """funsor stores a single term without a tuple when built by reflect."""
     return contract(term, red_op, bin_op, reduced_vars, (arg,))
+
+
+def _product_factors(term, bin_op):
+    """The factors of a tree of ``Binary(bin_op, ...)`` applications."""
+    factors, stack = [], [term]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, Binary) and type(t.op) is type(bin_op):
+            stack.extend((t.rhs, t.lhs))
+        else:
+            factors.append(t)
+    return factors
+
+
+def _reduces_a_product(term):
+    """``Reduce(red_op, a * b * ...)`` of scalar factors, for a semiring the
+    planner contracts (what funsor's reflect-built ``sum_product`` is before
+    ``apply_optimizer``)."""
+    arg = term.arg
+    if not (isinstance(arg, Binary) and _is_einsum_pair(term.op, arg.op)):
+        return False
+    if not term.reduced_vars:
+        return False
+    return all(f.output.shape == () for f in _product_factors(arg, arg.op))
+
+
+@lowering_rule(Reduce, AssociativeOp, Binary, frozenset, raw=_reduces_a_product)
+def lower_reduced_product(term, *args):
+    """A reduced product is the Contraction of its factors: planned, never
+    the broadcast joint of every factor (which eager funsor computes)."""
+    if len(args) > 1:  # not a planned semiring: an axis reduction
+        return lower_reduce(term, *args)
+    (lowerer,) = args
+    bin_op = term.arg.op
+    factors = tuple(_product_factors(term.arg, bin_op))
+    contraction = build(Contraction, term.op, bin_op, term.reduced_vars, factors)
+    return lowerer.lower(contraction)
+
+
+lower_reduced_product.precondition = lower_reduce.precondition
 
 
 def _contraction_precondition(term):
