@@ -291,3 +291,30 @@ def test_an_intermediate_beyond_the_limit_raises_naming_the_term():
     assert "1,000,000,000 elements" in message
     assert "Variable('x'" in message and "MAX_INTERMEDIATE_ELEMENTS" in message
     assert isinstance(error.value, MemoryError)
+
+
+def test_reduced_chain_built_under_reflect_fails_as_eager_funsor_fails():
+    """``sequential_sum_product(...).reduce(...)`` built under ``reflect``
+    over an indexed symbolic transition: funsor 0.4.8 cannot evaluate it
+    (alpha-renaming loses the part names of its ``Cat`` s): eager
+    evaluation fails on its ``Cat`` assertion or leaves the term lazy.
+    Compiling raises that assertion, never a value."""
+    T = 5
+    data = Variable("data", Reals[T, 3, 3])
+    time = Variable("time", Bint[T])
+    with reflect:
+        chain = sequential_sum_product(
+            ops.logaddexp, ops.add, data[time, "prev", "curr"], time, {"prev": "curr"}
+        )
+        expr = chain.reduce(ops.logaddexp)
+    try:
+        value = expr(data=Tensor(randn((T, 3, 3))))
+    except AssertionError:
+        pass
+    else:
+        assert not isinstance(value, Tensor)  # funsor left it unevaluated
+    with pytest.raises(AssertionError) as compiled:
+        compile_funsor(expr)
+    last = compiled.traceback[-1]
+    assert last.frame.code.name == "__init__" and "funsor" in str(last.path)
+    assert last.statement.lines[-1].strip().startswith("assert part_name in")
