@@ -19,6 +19,7 @@ Example::
     Reals[3,1,2]
 """
 
+import functools
 from collections import OrderedDict
 
 import funsor.tensor
@@ -89,6 +90,17 @@ def _as_array(expr):
     return expr
 
 
+@functools.lru_cache(maxsize=4096)
+def _parametrized(op_type, params):
+    return op_type(**dict(params))
+
+
+def parametrized(op_type, **params):
+    """``op_type(**params)`` (funsor cons-hashes parametrized ops, at ~16 us
+    a construction): cached, for hashable parameter values."""
+    return _parametrized(op_type, tuple(sorted(params.items())))
+
+
 def _is_op(expr, op_type):
     return isinstance(expr, Unary) and isinstance(expr.op, op_type)
 
@@ -102,7 +114,7 @@ def permute(expr, dims):
         expr, dims = expr.arg, tuple(inner[d] for d in dims)
     if dims == tuple(range(len(dims))):
         return expr
-    return apply(ops.PermuteOp(dims=dims), expr)
+    return apply(parametrized(ops.PermuteOp, dims=dims), expr)
 
 
 def reshape(expr, shape):
@@ -119,7 +131,7 @@ def reshape(expr, shape):
         index = _merge_index(expr.op.defaults["index"], expr.arg.output.shape, tokens)
         if index is not None:
             return apply(ops.GetsliceOp(index=index), expr.arg)
-    return apply(ops.ReshapeOp(shape=shape), _as_array(expr))
+    return apply(parametrized(ops.ReshapeOp, shape=shape), _as_array(expr))
 
 
 def _unit_axis_tokens(old, new):
@@ -170,7 +182,7 @@ def expand(expr, shape):
     shape = tuple(shape)
     if expr.output.shape == shape:
         return expr
-    return apply(ops.ExpandOp(shape=shape), _as_array(expr))
+    return apply(parametrized(ops.ExpandOp, shape=shape), _as_array(expr))
 
 
 def union_batch(*lowereds):

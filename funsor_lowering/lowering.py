@@ -30,7 +30,7 @@ import funsor.interpreter
 from funsor.interpretations import reflect
 from funsor.registry import KeyedRegistry
 from funsor.tensor import Tensor
-from funsor.terms import Funsor, Number
+from funsor.terms import Binary, Finitary, Funsor, Number, Unary
 from funsor.typing import get_origin
 
 from .errors import IntermediateTooLargeError, UnsupportedTermError
@@ -44,6 +44,7 @@ def lowering_rule(term_type, *arg_types, raw=False):
 
     def decorator(fn):
         fn.raw = raw
+        _RULE_CACHE.clear()
         return LOWERING_RULES.register(term_type, *arg_types)(fn)
 
     return decorator
@@ -210,7 +211,21 @@ def lower_term(root, memo=None):
 
 def find_rule(term):
     """The lowering rule registered for ``term``'s type, or for the nearest
-    base class with rules (``Distribution`` for ``Normal``), or ``None``."""
+    base class with rules (``Distribution`` for ``Normal``), or ``None``.
+    Rules are registered on plain types, so the types of the term and its
+    arguments decide: cached by them (cleared when a rule registers)."""
+    key = (type(term),) + tuple(map(type, term._ast_values))
+    try:
+        return _RULE_CACHE[key]
+    except KeyError:
+        rule = _RULE_CACHE[key] = _dispatch_rule(term)
+        return rule
+
+
+_RULE_CACHE = {}
+
+
+def _dispatch_rule(term):
     for cls in get_origin(type(term)).__mro__:
         if cls in LOWERING_RULES:
             try:
@@ -237,5 +252,10 @@ def check_rule(term):
 
 def build(cls, *args):
     """Construct a lowered funsor term as is (funsor's ``reflect``)."""
+    if cls in _PLAIN_TERMS:  # no argument conversions: skip the metaclass
+        return reflect.interpret(cls, *args)
     with reflect:
         return cls(*args)
+
+
+_PLAIN_TERMS = (Unary, Binary, Finitary)

@@ -23,7 +23,15 @@ from funsor.cnf import Contraction
 from funsor.ops import AssociativeOp
 from funsor.terms import Binary, Funsor, Reduce
 
-from ..layout import align, apply, apply_finitary, combine, reshape, union_batch
+from ..layout import (
+    align,
+    apply,
+    apply_finitary,
+    combine,
+    parametrized,
+    reshape,
+    union_batch,
+)
 from ..lowering import Lowered, build, lowering_rule
 from .elementwise import require_values
 from .reductions import lower_reduce, reduce_batch, unsupported_reduction
@@ -90,7 +98,9 @@ def einsum_step(operands, equation, names):
     exprs = [o.expr for o in operands]
     batch = union_batch(*operands)
     output = equation.split("->")[1]
-    result = apply_finitary(ops.EinsumOp(equation=relabel(equation)), exprs)
+    result = apply_finitary(
+        parametrized(ops.EinsumOp, equation=relabel(equation)), exprs
+    )
     return Lowered(result, {names[c]: batch[names[c]] for c in output})
 
 

@@ -13,7 +13,7 @@ from funsor.ops import AssociativeOp
 from funsor.terms import Funsor, Reduce
 
 from ..errors import source_name
-from ..layout import apply, constant
+from ..layout import apply, constant, parametrized
 from ..lowering import Lowered, lowering_rule
 from ..sound_algebra import REPEATED
 
@@ -46,7 +46,9 @@ def reduce_batch(red_op, lowered, names, domains):
     if present:
         axes = tuple(sorted(order.index(name) for name in present))
         reduction = AXIS_REDUCTIONS[type(red_op)]
-        expr = apply(reduction(axis=axes if len(axes) > 1 else axes[0]), expr)
+        expr = apply(
+            parametrized(reduction, axis=axes if len(axes) > 1 else axes[0]), expr
+        )
     size = math.prod(domains[name].size for name in names if name not in lowered.batch)
     if size > 1:
         expr = _repeat(red_op, expr, size)
