@@ -108,13 +108,22 @@ def marginalize(white_vec, prec_sqrt, rows):
     block = ops.getslice(prec_sqrt, (Ellipsis, rows, slice(None)))
     dropped = block.shape[-2]
     chol = ops.cholesky(precision(block))
+    constant = ops.sub(0.5 * dropped * LOG_2PI, log_det_tril(chol))
+    if prec_sqrt.shape[-1] <= dropped:
+        # No information is left on the kept rows (as funsor's
+        # _marginalize_after_split): a rank-0 Gaussian, not a zero matrix
+        # whose later compression (QR) would have no gradient.
+        batch = tuple(white_vec.shape[:-1])
+        kept_dim = prec_sqrt.shape[-2] - dropped
+        empty_white_vec = ops.new_zeros(white_vec, batch + (0,))
+        empty_prec_sqrt = ops.new_zeros(white_vec, batch + (kept_dim, 0))
+        return empty_white_vec, empty_prec_sqrt, constant
     # A = L⁻¹ P₂ has orthonormal rows; project them out of w and P₁:
     # v (I - AᵀA) = v - (v Aᵀ) A.
     orthonormal = ops.triangular_solve(block, chol, upper=False, transpose=False)
     white_vec = ops.sub(white_vec, vecmat(matvec(orthonormal, white_vec), orthonormal))
     kept = _drop_rows(prec_sqrt, rows)
     prec_sqrt = ops.sub(kept, matmul(matmul(kept, transpose(orthonormal)), orthonormal))
-    constant = ops.sub(0.5 * dropped * LOG_2PI, log_det_tril(chol))
     return white_vec, prec_sqrt, constant
 
 

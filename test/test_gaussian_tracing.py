@@ -332,3 +332,48 @@ def test_rank_deficient_precisions_compress_as_funsor_does():
     domains = {"w1": Reals[5], "P1": Reals[2, 5], "w2": Reals[2], "P2": Reals[2, 2]}
     compiled = compile_function(rank_deficient_pair, **domains)
     assert_matches(compiled(**arrays), expected, rtol=1e-5, atol=1e-6)
+
+
+def marginal_of_a_rank_one_factor(w1, P1, w2, P2):
+    """Rank-1 factors over (x, y), plated by i, with x integrated out leave
+    no information on y (funsor returns rank-0 Gaussians there), then fused
+    along the plate (where funsor compresses wide ones); a second, full-rank
+    factor makes the total integrable."""
+    g = gaussian(w1, P1, i=Bint[5], x=Real, y=Reals[2]).reduce(ops.logaddexp, "x")
+    g = g.reduce(ops.add, "i")
+    h = gaussian(w2, P2, y=Reals[2])
+    return (g + h).reduce(ops.logaddexp)
+
+
+def test_marginal_with_no_information_left_is_rank_zero_as_in_funsor():
+    """Pyro's PoissonGuide hits this: compressing the zero matrix that a
+    rank-keeping marginal would leave has nan gradients (QR of a singular
+    matrix); funsor's rank-0 Gaussian has none."""
+    rng = np.random.default_rng(1)
+    arrays = {
+        "w1": from_numpy(rng.standard_normal((5, 1))),
+        "P1": from_numpy(rng.standard_normal((5, 3, 1))),
+        "w2": from_numpy(rng.standard_normal(2)),
+        "P2": from_numpy(np.eye(2) + 0.1 * rng.standard_normal((2, 2))),
+    }
+    expected = marginal_of_a_rank_one_factor(**arrays).data
+    traced = trace_function(lambda **a: marginal_of_a_rank_one_factor(**a).data, arrays)
+    assert_matches(traced(**arrays), expected, rtol=1e-5, atol=1e-6)
+    domains = {k: Reals[tuple(v.shape)] for k, v in arrays.items()}
+    compiled = compile_function(marginal_of_a_rank_one_factor, **domains)
+    assert_matches(compiled(**arrays), expected, rtol=1e-5, atol=1e-6)
+    if BACKEND == "torch":
+        import torch
+
+        params = {k: v.clone().requires_grad_() for k, v in arrays.items()}
+
+        def gradients(value, wrt):  # w1 drops out: a zero gradient
+            grads = torch.autograd.grad(value, wrt, allow_unused=True)
+            return [torch.zeros_like(x) if g is None else g for g, x in zip(grads, wrt)]
+
+        grads = gradients(traced(**params), list(params.values()))
+        assert all(torch.isfinite(g).all() for g in grads)
+        eager = {k: v.clone().requires_grad_() for k, v in arrays.items()}
+        value = marginal_of_a_rank_one_factor(**eager).data
+        for g, e in zip(grads, gradients(value, list(eager.values()))):
+            assert_matches(g, e, rtol=1e-4, atol=1e-6)

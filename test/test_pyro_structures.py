@@ -302,13 +302,6 @@ COV_VARIANTS = {
     "plated": ({"plated": True}, AutoGaussian),
     "poisson": ({"poisson": True}, SplitGuide),
 }
-# issue #15.5, open: the Poisson variant's compiled guide gives a finite
-# first loss but nan gradients for one prec_sqrt, so the second SVI step
-# fails on a nan log factor where funsor's backend trains (before QR
-# compression, the first call raised LinAlgError)
-POISSON_NAN = pytest.mark.xfail(
-    strict=True, raises=ValueError, reason="compiled Poisson guide: nan gradients"
-)
 
 
 @pytest.fixture
@@ -339,10 +332,7 @@ def _svi_losses(model, guide, data, steps=2):
 @pytest.mark.parametrize("reparam", [False, True], ids=["plain", "reparam"])
 @pytest.mark.parametrize(
     "variant",
-    [
-        pytest.param(v, marks=POISSON_NAN) if v == "poisson" else v
-        for v in sorted(COV_VARIANTS)
-    ],
+    sorted(COV_VARIANTS),
 )
 def test_pyrocov_models_behave_as_on_the_funsor_backend(variant, reparam, float64):
     options, Guide = COV_VARIANTS[variant]
