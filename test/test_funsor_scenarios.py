@@ -221,6 +221,33 @@ def test_sarkka_bilmes_product_compiles(num_steps):
     check_function(fn, trans=Reals[num_steps, 3, 3])
 
 
+@pytest.mark.parametrize(
+    "impl",
+    [partial_sum_product, modified_partial_sum_product, dynamic_partial_sum_product],
+)
+@pytest.mark.parametrize(
+    "sum_op, prod_op", [(ops.add, ops.mul), (ops.logaddexp, ops.add)]
+)
+@pytest.mark.parametrize(
+    "first, then",
+    [("", "abcij"), ("c", "abij"), ("cj", "abi"), ("bcj", "ai"), ("bcij", "a")],
+)
+def test_plated_partial_sum_product_in_two_calls_compiles(
+    impl, sum_op, prod_op, first, then
+):
+    # funsor's test_partial_sum_product: factors a, abi, bcij with plates
+    # ij, eliminated in two calls, then multiplied together
+    plates = frozenset("ij") if impl is partial_sum_product else {"i": {}, "j": {}}
+
+    def fn(f, g, h):
+        factors = [f["a"], g["a", "b", "i"], h["b", "c", "i", "j"]]
+        factors = impl(sum_op, prod_op, factors, frozenset(first), plates)
+        factors = impl(sum_op, prod_op, factors, frozenset(then), plates)
+        return functools.reduce(prod_op, factors)
+
+    check_function(fn, f=Reals[2], g=Reals[2, 2, 2], h=Reals[2, 2, 2, 2])
+
+
 def test_partial_sum_product_with_plates_compiles():
     def fn(f, g):
         factors = [f["a", "i"], g["a", "b", "i", "j"]]
