@@ -43,7 +43,7 @@ def lazy_chain(sum_op, prod_op, T, batch):
 
 @pytest.mark.parametrize("batch", [0, 2])
 @pytest.mark.parametrize("semiring", SEMIRINGS, ids=["logaddexp", "add"])
-@pytest.mark.parametrize("T", [1, 2, 3, 5, 8, 13, 64, 100])
+@pytest.mark.parametrize("T", [1, 2, 3, 5, 8, 13, 100])
 def test_lazy_sequential_sum_product_equals_eager(T, semiring, batch):
     sum_op, prod_op = semiring
     expr = lazy_chain(sum_op, prod_op, T, batch)
