@@ -16,10 +16,19 @@ from funsor import ops  # noqa: E402
 from funsor.jax.ops import array as _funsor_jax_arrays  # noqa: E402
 
 from .. import hooks  # noqa: E402
-from ..extra_ops import categorical_sample, split_key  # noqa: E402
+from ..extra_ops import (  # noqa: E402
+    RandnWithKeyOp,
+    categorical_sample,
+    split_key,
+)
 from ..structure import iter_leaves, map_leaves  # noqa: E402
 from .base import ArrayBackend, dtype_kind  # noqa: E402
 from .numpy_backend import numpy_literal  # noqa: E402
+
+
+def _randn_with_key(prototype, rng_key, shape=()):
+    """``extra_ops.randn_with_key`` as funsor's jax ``randn`` draws it."""
+    return jax.random.normal(rng_key, tuple(shape), dtype=prototype.dtype)
 
 
 class JaxBackend(ArrayBackend):
@@ -46,6 +55,12 @@ class JaxBackend(ArrayBackend):
         )
 
     keyed = True
+    # funsor 0.4.8's logaddexp calls ops.max and ops.detach through
+    # dispatch; a keyed draw is funsor's jax randn without ops.randn's
+    fast_implementations = {
+        ops.LogaddexpOp: jnp.logaddexp,
+        RandnWithKeyOp: _randn_with_key,
+    }
     # jax arrays are immutable, but programs may hold numpy constants
     copy_function, copy_source = staticmethod(jnp.array), "jnp.array"
 

@@ -28,10 +28,36 @@ def logsumexp(x, axis=None, keepdims=False):
     return np.logaddexp.reduce(x, axis=axis, keepdims=keepdims)
 
 
+def _sigmoid():
+    """``1 / (1 + exp(-x))``: scipy's ``expit`` ufunc where scipy is
+    installed (funsor 0.4.8's version calls ``ops.exp`` through dispatch)."""
+    try:
+        from scipy.special import expit
+    except ImportError:  # scipy is optional
+
+        def expit(x):
+            return 1 / (1 + np.exp(-x))
+
+    return expit
+
+
+def cholesky_inverse(x):
+    """funsor's ``ops.cholesky_inverse`` (``(L Lᵀ)⁻¹`` of a lower triangular
+    ``L``) in numpy calls, as funsor's ``cholesky_solve`` computes it."""
+    x_inv = np.linalg.inv(x)
+    return np.swapaxes(x_inv, -2, -1) @ x_inv
+
+
 class NumpyBackend(ArrayBackend):
     name = "numpy"
     array_type_name = "numpy.ndarray"
-    fast_implementations = {ops.LogsumexpOp: logsumexp}
+    # funsor 0.4.8's numpy versions of these call other ops through dispatch
+    fast_implementations = {
+        ops.LogsumexpOp: logsumexp,
+        ops.LogaddexpOp: np.logaddexp,
+        ops.SigmoidOp: _sigmoid(),
+        ops.CholeskyInverseOp: cholesky_inverse,
+    }
     # a copy (numpy scalars become 0-d arrays, as the program's outputs are)
     copy_function, copy_source = staticmethod(np.array), "np.array"
 

@@ -1,0 +1,57 @@
+"""Compiled programs call backend implementations directly: calling one runs
+no funsor op dispatch (ops funsor implements through other ops, such as
+numpy's ``sigmoid`` and ``logaddexp``, get the backend's own function)."""
+
+import collections
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from benchmarks.cases import CASES, TracedCase, random_inputs
+from funsor_lowering import compile_funsor, hooks
+
+from .helpers import random_arrays
+from .strategies import programs
+
+
+def funsor_op_calls(fn):
+    """The funsor ops (by name) that ``fn()`` calls through funsor's
+    dispatch (``Op.__call__``)."""
+    calls = collections.Counter()
+
+    def counting(op, *args, **kwargs):
+        calls[op.name] += 1
+        return hooks.original("Op.__call__")(op, *args, **kwargs)
+
+    with hooks.replaced({"Op.__call__": counting}):
+        fn()
+    return dict(calls)
+
+
+def test_the_counter_sees_dispatch():
+    from funsor import ops
+
+    from .helpers import backend_randn
+
+    x = backend_randn(3)
+    assert funsor_op_calls(lambda: ops.exp(x)) == {"exp": 1}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expr=programs())
+def test_random_programs_make_no_funsor_op_calls(expr):
+    program = compile_funsor(expr)
+    arrays = random_arrays(expr.inputs)
+    program(**arrays)  # the first call of a signature builds its body
+    assert funsor_op_calls(lambda: program(**arrays)) == {}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_benchmark_programs_make_no_funsor_op_calls(case):
+    arrays = random_inputs(case)
+    if isinstance(case, TracedCase):
+        program = case.program(arrays)
+    else:
+        program = compile_funsor(case.symbolic())
+    program(**arrays)
+    assert funsor_op_calls(lambda: program(**arrays)) == {}
