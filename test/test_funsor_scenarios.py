@@ -140,7 +140,7 @@ def test_sum_product_under_reflect_then_optimizer_compiles(sum_op, prod_op):
     )
 
 
-@pytest.mark.parametrize("num_steps", [1, 2, 7, 100])
+@pytest.mark.parametrize("num_steps", [1, 2, 7, 100, 1000])
 def test_hmm_with_emissions_compiles(num_steps):
     # a transition factor between x_{t-1} and x_t plus an emission factor
     # of x_t, chained by funsor's sequential_sum_product
