@@ -17,6 +17,7 @@ from funsor_lowering.program.passes import (
     fold_constants,
     optimize,
     simplify,
+    vectorize,
 )
 
 from .helpers import assert_matches, backend_randn
@@ -24,6 +25,7 @@ from .helpers import assert_matches, backend_randn
 BACKEND = funsor.get_backend()
 INPUTS = {"x": Reals[2, 3], "y": Reals[3]}
 PASSES = [
+    vectorize,
     fold_constants,
     simplify,
     eliminate_common_subexpressions,
@@ -82,6 +84,8 @@ STEPS = [
     "permute_permute",
     "identity_reshape",
     "identity_expand",
+    "reshape_reshape",
+    "expand_expand",
     "einsum_matvec",
     "einsum_of_permute",
     "permute_of_einsum",
@@ -121,6 +125,12 @@ def apply_step(sketch, step, pick):
         sketch.emit(ops.ReshapeOp(shape=(2, 3)), [pick(matrices)], (2, 3))
     elif step == "identity_expand":
         sketch.emit(ops.ExpandOp(shape=(3,)), [pick(vectors)], (3,))
+    elif step == "reshape_reshape":
+        flat = sketch.emit(ops.ReshapeOp(shape=(6,)), [pick(matrices)], (6,))
+        sketch.emit(ops.ReshapeOp(shape=(3, 2)), [flat], (3, 2))
+    elif step == "expand_expand":
+        row = sketch.emit(ops.ExpandOp(shape=(1, 3)), [pick(vectors)], (1, 3))
+        sketch.emit(ops.ExpandOp(shape=(2, 3)), [row], (2, 3))
     elif step == "einsum_matvec":
         args = [pick(matrices), pick(vectors)]
         sketch.emit(ops.EinsumOp(equation="ab,b->a"), args, (2,), packed=True)
@@ -227,6 +237,22 @@ def test_simplify_removes_identities_and_units():
         return s.emit(ops.tanh, [v], (2, 3))
 
     assert op_names(optimize(sketch_program(build))) == ["tanh"]
+
+
+def test_simplify_composes_reshapes_and_expands():
+    def build(s):
+        flat = s.emit(ops.ReshapeOp(shape=(6,)), [3], (6,))
+        t = s.emit(ops.ReshapeOp(shape=(3, 2)), [flat], (3, 2))
+        row = s.emit(ops.ExpandOp(shape=(1, 3)), [4], (1, 3))
+        wide = s.emit(ops.ExpandOp(shape=(2, 3)), [row], (2, 3))
+        back = s.emit(ops.ReshapeOp(shape=(2, 3)), [t], (2, 3))
+        return s.emit(ops.add, [back, wide], (2, 3))
+
+    program = sketch_program(build)
+    optimized = optimize(program)
+    assert op_names(optimized) == ["expand", "add"]  # back is x itself
+    arrays = {"x": backend_randn(2, 3), "y": backend_randn(3)}
+    assert_matches(optimized(**arrays), program(**arrays))
 
 
 def test_unit_with_broadcasting_or_array_constant_is_kept():

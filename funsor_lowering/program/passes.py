@@ -5,7 +5,8 @@ outputs on every input) and whether it changed. They edit programs through
 
 - :func:`fold_constants`: operations on constants only are computed now
   (never random ops, and never into constants much larger than their inputs);
-- :func:`simplify`: identity ``permute`` / ``reshape`` / ``expand``, ``x + 0``,
+- :func:`simplify`: identity ``permute`` / ``reshape`` / ``expand``, chains
+  of ``reshape`` s (or of ``expand`` s) as one, ``x + 0``,
   ``x * 1`` and the other units of associative ops (Python-number units only,
   which cannot change a result's dtype), ``-(-x)``, ``permute(permute(x))``,
   and ``permute`` s folded into the ``einsum`` s they feed or follow;
@@ -143,6 +144,11 @@ def simplify(program):
             arg_type = editor.value_type(args[0])
             if shape is not None and arg_type is not None and arg_type.shape == shape:
                 return args[0]
+            inner = editor.producer(args[0])
+            if inner is not None and type(inner.op) is type(op):
+                # reshape(reshape(x)) is a reshape of x; an expand of an
+                # expand of x is an expand of x (broadcasting composes)
+                return editor.emit(op, inner.args, False, value_type)
             return None
         if isinstance(op, ops.NegOp):
             inner = editor.producer(args[0])
