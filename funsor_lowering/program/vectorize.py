@@ -242,7 +242,9 @@ def _source(program, arg, group_of):
     if arg < len(program.constants):
         constant = program.constants[arg]
         if isinstance(constant, bool) or not isinstance(constant, numbers.Number):
-            return ("stack",) if hasattr(constant, "shape") else ("shared", arg)
+            if hasattr(constant, "shape"):  # arrays stack if of one dtype
+                return ("stack", str(constant.dtype))
+            return ("shared", arg)
         if isinstance(constant, numbers.Integral):
             return ("stack",)
         return ("shared", type(constant), constant)  # equal floats share
