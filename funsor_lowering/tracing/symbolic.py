@@ -27,6 +27,7 @@ from funsor import ops
 from funsor.tensor import tensor_to_funsor
 from funsor.terms import to_funsor
 
+from ..extra_ops import take
 from .concretization import refuse
 
 
@@ -206,8 +207,6 @@ def _take_along(x, index, k):
     """``x[index]`` where ``index[k]`` is an integer index array and the other
     parts are slices, ``None`` or ``...``: the slices first, then the array
     indexes its axis (``extra_ops.take`` on that axis moved to the front)."""
-    from ..extra_ops import take
-
     consumed = sum(1 for p in index if p is not None and p is not Ellipsis)
     axis = 0  # the array's axis in the output: ... spans the dims no other
     for part in index[:k]:  # part consumes, None and a slice give one each
