@@ -268,11 +268,11 @@ CHAINS = {
     "mixed_2": partial(mixed_sequential_sum_product, num_segments=2),
     "mixed_3": partial(mixed_sequential_sum_product, num_segments=3),
 }
-BATCHES = {"": {}, "foo": {"foo": Bint[3]}, "foo,bar": {"foo": Bint[2], "bar": Bint[2]}}
+BATCHES = {"": {}, "foo,bar": {"foo": Bint[2], "bar": Bint[3]}}
 
 
 @pytest.mark.parametrize("num_steps", [1, 2, 5])
-@pytest.mark.parametrize("batch", sorted(BATCHES))
+@pytest.mark.parametrize("batch", ["", "foo,bar"])
 @pytest.mark.parametrize("impl", sorted(CHAINS))
 def test_gaussian_chain(impl, batch, num_steps):
     inputs = dict(BATCHES[batch], time=Bint[num_steps], prev=Reals[2], curr=Reals[2])
@@ -292,7 +292,7 @@ MULTI_DOMAINS = {
 }
 
 
-@pytest.mark.parametrize("num_steps", [1, 2, 5])
+@pytest.mark.parametrize("num_steps", [1, 5])
 @pytest.mark.parametrize("domains", sorted(MULTI_DOMAINS))
 @pytest.mark.parametrize("impl", sorted(CHAINS))
 def test_two_variable_chain_under_moment_matching(impl, domains, num_steps):
