@@ -86,6 +86,7 @@ STEPS = [
     "identity_expand",
     "reshape_reshape",
     "expand_expand",
+    "getslice_getslice",
     "einsum_matvec",
     "einsum_of_permute",
     "permute_of_einsum",
@@ -131,6 +132,10 @@ def apply_step(sketch, step, pick):
     elif step == "expand_expand":
         row = sketch.emit(ops.ExpandOp(shape=(1, 3)), [pick(vectors)], (1, 3))
         sketch.emit(ops.ExpandOp(shape=(2, 3)), [row], (2, 3))
+    elif step == "getslice_getslice":
+        index = (Ellipsis, slice(1, 3))
+        part = sketch.emit(ops.GetsliceOp(index=index), [pick(matrices)], (2, 2))
+        sketch.emit(ops.GetsliceOp(index=(None, 1)), [part], (1, 2))
     elif step == "einsum_matvec":
         args = [pick(matrices), pick(vectors)]
         sketch.emit(ops.EinsumOp(equation="ab,b->a"), args, (2,), packed=True)
@@ -251,6 +256,19 @@ def test_simplify_composes_reshapes_and_expands():
     program = sketch_program(build)
     optimized = optimize(program)
     assert op_names(optimized) == ["expand", "add"]  # back is x itself
+    arrays = {"x": backend_randn(2, 3), "y": backend_randn(3)}
+    assert_matches(optimized(**arrays), program(**arrays))
+
+
+def test_simplify_composes_getslices():
+    def build(s):
+        part = s.emit(ops.GetsliceOp(index=(Ellipsis, slice(1, 3))), [3], (2, 2))
+        row = s.emit(ops.GetsliceOp(index=(1,)), [part], (2,))
+        return s.emit(ops.tanh, [row], (2,))
+
+    program = sketch_program(build)
+    optimized = optimize(program)
+    assert op_names(optimized) == ["getslice", "tanh"]
     arrays = {"x": backend_randn(2, 3), "y": backend_randn(3)}
     assert_matches(optimized(**arrays), program(**arrays))
 

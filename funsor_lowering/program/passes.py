@@ -6,7 +6,7 @@ outputs on every input) and whether it changed. They edit programs through
 - :func:`fold_constants`: operations on constants only are computed now
   (never random ops, and never into constants much larger than their inputs);
 - :func:`simplify`: identity ``permute`` / ``reshape`` / ``expand``, chains
-  of ``reshape`` s (or of ``expand`` s) as one, ``x + 0``,
+  of ``reshape`` s, of ``expand`` s or of ``getslice`` s as one, ``x + 0``,
   ``x * 1`` and the other units of associative ops (Python-number units only,
   which cannot change a result's dtype), ``-(-x)``, ``permute(permute(x))``,
   and ``permute`` s folded into the ``einsum`` s they feed or follow;
@@ -46,6 +46,7 @@ from funsor import ops
 from ..backends import array_backend
 from ..extra_ops import RANDOM_OP_TYPES
 from ..structure import iter_leaves
+from .basic_index import compose_indices
 from .editor import Editor, PassResult, Ref
 from .vectorize import vectorize
 
@@ -150,6 +151,21 @@ def simplify(program):
                 # expand of x is an expand of x (broadcasting composes)
                 return editor.emit(op, inner.args, False, value_type)
             return None
+        if isinstance(op, ops.GetsliceOp):
+            inner = editor.producer(args[0])
+            if inner is None or not isinstance(inner.op, ops.GetsliceOp):
+                return None
+            source = editor.value_type(inner.args[0])
+            if source is None:
+                return None
+            index = compose_indices(
+                inner.op.defaults["index"], op.defaults["index"], source.shape
+            )
+            if index is None:
+                return None
+            return editor.emit(
+                ops.GetsliceOp(index=index), inner.args, False, value_type
+            )
         if isinstance(op, ops.NegOp):
             inner = editor.producer(args[0])
             if inner is not None and isinstance(inner.op, ops.NegOp):

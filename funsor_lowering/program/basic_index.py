@@ -1,0 +1,118 @@
+"""Composing basic indices (ints, slices, ``None``, ``...``): one
+``getslice`` equal to two, so that chains of them run as one indexing.
+
+Example::
+
+    >>> import numpy as np
+    >>> x = np.arange(24).reshape(2, 3, 4)
+    >>> first, second = (Ellipsis, slice(1, 3)), (0, None, slice(None, None, -1))
+    >>> compose_indices(first, second, x.shape) is None  # a negative step
+    True
+    >>> second = (0, None, slice(1, None))
+    >>> both = compose_indices(first, second, x.shape)
+    >>> both
+    (0, None, slice(1, 3, 1), slice(1, 3, 1))
+    >>> bool((x[first][second] == x[both]).all())
+    True
+"""
+
+import numbers
+
+
+def _is_int(part):
+    return isinstance(part, numbers.Integral) and not isinstance(part, bool)
+
+
+def _is_basic(part):
+    return part is None or part is Ellipsis or _is_int(part) or isinstance(part, slice)
+
+
+def _expand(index, rank):
+    """``index`` (a basic index into ``rank`` axes) as a list with ``...``
+    expanded and trailing full slices added; ``None`` if not basic."""
+    index = index if isinstance(index, tuple) else (index,)
+    if not all(_is_basic(p) for p in index):
+        return None
+    ellipses = sum(p is Ellipsis for p in index)
+    consumed = sum(1 for p in index if p is not None and p is not Ellipsis)
+    if consumed > rank or ellipses > 1:
+        return None
+    parts = []
+    for p in index:
+        parts += [slice(None)] * (rank - consumed) if p is Ellipsis else [p]
+    if not ellipses:
+        parts += [slice(None)] * (rank - consumed)
+    return parts
+
+
+def compose_indices(first, second, shape):
+    """A basic index ``c`` with ``x[c] == x[first][second]`` for arrays ``x``
+    of ``shape``, or ``None`` where one is not written so simply (negative
+    steps, a slice of a new axis that may be empty, advanced indices)."""
+    parts = _expand(first, len(shape))
+    if parts is None:
+        return None
+    # the axes first's result has: (position in parts, length)
+    axes, axis = [], 0
+    normal = []
+    for p in parts:
+        if p is None:
+            axes.append((len(normal), 1))
+            normal.append(None)
+            continue
+        size = shape[axis]
+        axis += 1
+        if _is_int(p):
+            if not -size <= p < size:
+                return None
+            normal.append(p % size)
+            continue
+        start, stop, step = p.indices(size)
+        if step < 0:
+            return None
+        axes.append((len(normal), len(range(start, stop, step))))
+        normal.append((start, step))
+    later = _expand(second, len(axes))
+    if later is None:
+        return None
+    composed = list(normal)
+    inserts = {}  # position in composed -> Nones inserted before it
+    k = 0
+    for p in later:
+        if p is None:
+            position = axes[k][0] if k < len(axes) else len(composed)
+            inserts[position] = inserts.get(position, 0) + 1
+            continue
+        position, length = axes[k]
+        k += 1
+        here = composed[position]
+        if _is_int(p):
+            if not -length <= p < length:
+                return None
+            i = p % length
+            composed[position] = "drop" if here is None else here[0] + i * here[1]
+            continue
+        start, stop, step = p.indices(length)
+        if step < 0:
+            return None
+        count = len(range(start, stop, step))
+        if here is None:
+            if count != 1:
+                return None  # an empty slice of a new axis
+            continue
+        new_start, new_step = here[0] + start * here[1], here[1] * step
+        composed[position] = slice(new_start, new_start + count * new_step, new_step)
+    result = []
+    for position, part in enumerate(composed):
+        result += [None] * inserts.get(position, 0)
+        if isinstance(part, tuple):  # a slice of first the second kept whole
+            start, step = part
+            length = next(n for pos, n in axes if pos == position)
+            part = slice(start, start + length * step, step)
+        if part != "drop":
+            result.append(part)
+    result += [None] * inserts.get(len(composed), 0)
+    return tuple(result)
+
+
+__all__ = ["compose_indices"]
