@@ -55,3 +55,19 @@ def test_benchmark_programs_make_no_funsor_op_calls(case):
         program = compile_funsor(case.symbolic())
     program(**arrays)
     assert funsor_op_calls(lambda: program(**arrays)) == {}
+
+
+def test_python_number_operands_take_the_backend_function_too():
+    # found by the random programs: logaddexp(0.0, a) went through funsor's
+    # (number, array) version, which calls ops.max and ops.detach
+    from funsor import ops
+    from funsor.domains import Real
+    from funsor.terms import Number, Variable
+
+    expr = ops.logaddexp(Number(0.0), Variable("a", Real)) + ops.logaddexp(
+        Variable("a", Real), 1.5
+    )
+    program = compile_funsor(expr)
+    arrays = random_arrays(expr.inputs)
+    program(**arrays)
+    assert funsor_op_calls(lambda: program(**arrays)) == {}

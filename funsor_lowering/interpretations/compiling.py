@@ -32,7 +32,7 @@ from funsor.interpretations import (
     reflect,
 )
 from funsor.interpreter import get_interpretation
-from funsor.terms import Align, Funsor, Subs, Variable, substitute
+from funsor.terms import Align, Cat, Funsor, Slice, Subs, Variable, substitute
 
 from .. import hooks
 from ..compiler import compile_structure
@@ -299,7 +299,15 @@ def _substituted(arg, subs):
     the indexed value has: funsor's eager indexes jointly)."""
     values = dict(subs)
     others = frozenset(arg.inputs) - frozenset(values)
-    if not any(others.intersection(v.inputs) for v in values.values()):
+    # funsor's Cat.eager_subs slices each part of a Cat: a scan
+    # (sequential_sum_product) then splits its parts level by level until it
+    # is unrolled; the lowering slices the concatenation instead
+    sliced_cat = isinstance(arg, Cat) and any(
+        isinstance(v, Slice) for v in values.values()
+    )
+    if not sliced_cat and not any(
+        others.intersection(v.inputs) for v in values.values()
+    ):
         return substitute(arg, subs)
     result = reflect.interpret(Subs, arg, subs)
     # eager's order: each substituted input's place takes its value's inputs

@@ -19,6 +19,7 @@ Example::
 
 import itertools
 import linecache
+import numbers
 import operator
 import re
 import threading
@@ -350,11 +351,21 @@ def resolve(op, args, backend):
     bound = bind_call(op, args)
     call_args, call_kwargs = bound.args, bound.kwargs
     impl = backend.fast_implementation(cls, call_args[cls.arity :])
-    if impl is None or not all(backend.is_array(a) for a in call_args[: cls.arity]):
+    if impl is None or not _arrays_and_numbers(call_args[: cls.arity], backend):
         impl = cls.dispatcher.partial_call(*call_args[: cls.arity])
     if isinstance(impl, PartialDefault):  # funsor's wrapper of the op's default
         impl = impl.default
     return impl, tuple(call_args[cls.arity :]), dict(call_kwargs)
+
+
+def _arrays_and_numbers(operands, backend):
+    """Operands a backend's fast implementation takes: its arrays, and
+    Python numbers beside at least one array (as its ufuncs do)."""
+    arrays = [backend.is_array(a) for a in operands]
+    numbers_ = [
+        isinstance(a, numbers.Number) and not isinstance(a, bool) for a in operands
+    ]
+    return any(arrays) and all(a or n for a, n in zip(arrays, numbers_))
 
 
 def evaluate(program, values):
