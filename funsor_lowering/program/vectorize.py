@@ -140,12 +140,14 @@ def vectorize(program, min_group=MIN_GROUP):
     depth = _depths(program)
     backend = array_backend(program.backend)
 
+    keys = [
+        _bucket_key(operation, first + k, types, depth[first + k])
+        for k, operation in enumerate(program.operations)
+    ]
     buckets = {}
-    for k, operation in enumerate(program.operations):
-        value = first + k
-        key = _bucket_key(operation, value, types, depth[value])
+    for k, key in enumerate(keys):
         if key is not None:
-            buckets.setdefault(key, []).append(value)
+            buckets.setdefault(key, []).append(first + k)
 
     editor = Editor.of(program)
     group_of = {}  # value number -> (group, index in group)
@@ -176,8 +178,7 @@ def vectorize(program, min_group=MIN_GROUP):
         value = first + k
         if value in done:
             continue
-        operation = program.operations[k]
-        key = _bucket_key(operation, value, types, depth[value])
+        key = keys[k]
         batched = set()
         if key is not None and len(buckets[key]) >= min_group:
             for members in _split(program, buckets[key], group_of):
