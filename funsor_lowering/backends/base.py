@@ -149,31 +149,6 @@ def stand_in(shape, dtype):
     return np.broadcast_to(base, tuple(shape))
 
 
-def dtype_kind(dtype):
-    """``"real"``, ``"int"`` or ``"bool"`` (else the dtype's name) of a numpy,
-    jax or torch dtype, without importing torch or jax.
-
-    Example::
-
-        >>> dtype_kind(np.dtype("float32")), dtype_kind(np.int64)
-        ('real', 'int')
-    """
-    if hasattr(dtype, "is_floating_point"):  # torch.dtype
-        if dtype.is_floating_point:
-            return "real"
-        if dtype.is_complex:
-            return str(dtype)
-        return "bool" if str(dtype) == "torch.bool" else "int"
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
-        return "bool"
-    if np.issubdtype(dtype, np.integer):
-        return "int"
-    if np.issubdtype(dtype, np.floating):
-        return "real"
-    return dtype.name
-
-
 def python_literal(value):
     """A Python expression for a nested list of Python scalars that
     round-trips exactly (floats by ``repr``, non-finite floats spelled out).

@@ -16,13 +16,14 @@ from funsor import ops  # noqa: E402
 from funsor.jax.ops import array as _funsor_jax_arrays  # noqa: E402
 
 from .. import hooks  # noqa: E402
+from ..dtypes import dtype_kind  # noqa: E402
 from ..extra_ops import (  # noqa: E402
     RandnWithKeyOp,
     categorical_sample,
     split_key,
 )
 from ..structure import iter_leaves, map_leaves  # noqa: E402
-from .base import ArrayBackend, dtype_kind  # noqa: E402
+from .base import ArrayBackend  # noqa: E402
 from .numpy_backend import numpy_literal  # noqa: E402
 
 

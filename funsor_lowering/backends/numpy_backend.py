@@ -3,7 +3,8 @@
 import numpy as np
 from funsor import ops
 
-from .base import ArrayBackend, dtype_kind, python_literal
+from ..dtypes import dtype_kind
+from .base import ArrayBackend, python_literal
 
 
 def numpy_literal(value, module="np"):

@@ -11,9 +11,10 @@ import torch
 import torch.fx
 from funsor import ops
 
+from ..dtypes import dtype_kind
 from ..extra_ops import categorical_sample
 from ..structure import iter_leaves, map_leaves
-from .base import ArrayBackend, dtype_kind, python_literal
+from .base import ArrayBackend, python_literal
 
 
 class TorchBackend(ArrayBackend):

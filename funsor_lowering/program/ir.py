@@ -31,7 +31,7 @@ from funsor.domains import Domain
 from funsor.util import get_backend
 
 from ..backends import array_backend
-from ..backends.base import dtype_kind
+from ..dtypes import dtype_kind
 from ..structure import iter_leaves, iter_paths, lookup, map_leaves, path_suffix
 from .naming import ENTRY_NAMES, Namespace
 from .runtime import Runtime, check_nesting

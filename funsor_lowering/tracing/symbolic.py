@@ -27,6 +27,7 @@ from funsor import ops
 from funsor.tensor import tensor_to_funsor
 from funsor.terms import to_funsor
 
+from ..dtypes import dtype_kind
 from ..extra_ops import take
 from .concretization import refuse
 
@@ -197,10 +198,7 @@ SymbolicArray.__pos__ = lambda self: self
 
 
 def _is_index_array(part):
-    if not isinstance(part, SymbolicArray):
-        return False
-    # numpy, jax or torch dtype (torch.int64 reads as int64)
-    return np.dtype(str(part.dtype).replace("torch.", "")).kind in "iu"
+    return isinstance(part, SymbolicArray) and dtype_kind(part.dtype) == "int"
 
 
 def _take_along(x, index, k):
