@@ -18,6 +18,8 @@ from funsor.sum_product import sum_product
 from funsor.tensor import Tensor
 from funsor.terms import Variable
 
+LOG_2PI = 1.8378770664093453
+
 
 class Case:
     name = None
@@ -31,8 +33,19 @@ class Case:
         raise NotImplementedError
 
     def hand(self, lib):
-        """A hand-written implementation taking the inputs as keywords."""
+        """A hand-written implementation taking the inputs as keywords, that
+        follows the computation's own structure."""
         raise NotImplementedError
+
+    def hand_fast(self, lib):
+        """What a performance-minded person would write instead (vectorized
+        where possible, fewest calls), or ``None`` where ``hand`` is that."""
+        return None
+
+    def hand_scan(self):
+        """On jax: a ``jax.lax.scan`` version (the runner jits it), or
+        ``None`` where the computation has no scan."""
+        return None
 
     def symbolic(self):
         """The computation over Variables, for compilers."""
@@ -108,6 +121,41 @@ class Chain(Case):
 
         return chain
 
+    def hand_fast(self, lib):
+        """The chain with its negations folded away by hand: ``-x * c`` is
+        ``x * -c``, ``-x + c`` is ``c - x``, and ``tanh`` is odd."""
+        tanh, steps, negate = lib.tanh, [], False
+        for k in range(self.n):
+            step = k % 4
+            if step == 0:
+                steps.append(("mul", -1.01 if negate else 1.01))
+                negate = False
+            elif step == 1:
+                steps.append(("rsub" if negate else "add", 0.5))
+                negate = False
+            elif step == 2:
+                steps.append(("tanh", None))  # tanh(-x) = -tanh(x)
+            else:
+                negate = not negate
+        if negate:
+            steps.append(("neg", None))
+
+        def chain(x):
+            for kind, c in steps:
+                if kind == "mul":
+                    x = x * c
+                elif kind == "add":
+                    x = x + c
+                elif kind == "rsub":
+                    x = c - x
+                elif kind == "tanh":
+                    x = tanh(x)
+                else:
+                    x = -x
+            return x
+
+        return chain
+
 
 class SumProductCase(Case):
     """A log-space ``sum_product`` over factors."""
@@ -174,6 +222,33 @@ class HMM(SumProductCase):
 
         return hmm
 
+    def hand_fast(self, lib):
+        """The forward pass with the fewest calls: transitions transposed
+        once, then one add and one reduction per step."""
+        lse, swapaxes = lib.logsumexp, lib.swapaxes
+
+        def hmm(init, trans):
+            alpha = init
+            for step in swapaxes(trans[1:], 1, 2):
+                alpha = lse(alpha + step, 1)
+            return lse(alpha, 0)
+
+        return hmm
+
+    def hand_scan(self):
+        import jax
+        import jax.numpy as jnp
+        from jax.scipy.special import logsumexp
+
+        def step(alpha, trans_t):
+            return logsumexp(alpha + trans_t, 1), None
+
+        def hmm(init, trans):
+            alpha, _ = jax.lax.scan(step, init, jnp.swapaxes(trans[1:], 1, 2))
+            return logsumexp(alpha, 0)
+
+        return hmm
+
 
 class EmissionHMM(SumProductCase):
     """A discrete HMM with emission factors: ``T`` hidden steps of ``S``
@@ -210,6 +285,34 @@ class EmissionHMM(SumProductCase):
             for t in range(1, self.T):
                 alpha = lse(alpha[:, None] + trans[t], 0) + emit[t]
             return lse(alpha, 0)
+
+        return hmm
+
+    def hand_fast(self, lib):
+        """The forward pass with the fewest calls (see ``HMM.hand_fast``)."""
+        lse, swapaxes = lib.logsumexp, lib.swapaxes
+
+        def hmm(init, trans, emit):
+            alpha = init + emit[0]
+            for step, evidence in zip(swapaxes(trans[1:], 1, 2), emit[1:]):
+                alpha = lse(alpha + step, 1) + evidence
+            return lse(alpha, 0)
+
+        return hmm
+
+    def hand_scan(self):
+        import jax
+        import jax.numpy as jnp
+        from jax.scipy.special import logsumexp
+
+        def step(alpha, xs):
+            trans_t, emit_t = xs
+            return logsumexp(alpha + trans_t, 1) + emit_t, None
+
+        def hmm(init, trans, emit):
+            xs = (jnp.swapaxes(trans[1:], 1, 2), emit[1:])
+            alpha, _ = jax.lax.scan(step, init + emit[0], xs)
+            return logsumexp(alpha, 0)
 
         return hmm
 
@@ -342,7 +445,7 @@ class Kalman(TracedCase):
     def hand(self, lib):
         """An information-form forward filter (Schur complements)."""
         D, T = self.D, self.T
-        log_2pi = 1.8378770664093453
+        log_2pi = LOG_2PI
 
         def kalman(w0, P0, w, P):
             prec, info, const = P0 @ P0.T, P0 @ w0, -0.5 * (w0 @ w0)
@@ -365,6 +468,72 @@ class Kalman(TracedCase):
                 + 0.5 * D * log_2pi
                 - 0.5 * lib.logdet(prec)
             )
+
+        return kalman
+
+    def _blocks(self, lib, w0, P0, w, P):
+        """The information form of every step at once (batched): blocks of
+        each joint precision, information vector halves, and the constant
+        part of the log normalizer that does not depend on the filter."""
+        D, T = self.D, self.T
+        joint = P @ lib.swapaxes(P, 1, 2)
+        joint_info = (P @ w[:, :, None])[:, :, 0]
+        const = -0.5 * ((w * w).sum() + w0 @ w0) + 0.5 * (T + 1) * D * LOG_2PI
+        blocks = (
+            joint[:, :D, :D],
+            joint[:, :D, D:],
+            joint[:, D:, D:],
+            joint_info[:, :D],
+            joint_info[:, D:],
+        )
+        return blocks, P0 @ P0.T, P0 @ w0, const
+
+    def hand_fast(self, lib):
+        """An information-form filter: every step's blocks computed at once,
+        then per step one factorization (solve and log-determinant of the
+        same matrix) and one matmul for both Schur complements."""
+        D = self.D
+        cat, solve_logdet = lib.cat, lib.solve_and_logdet
+
+        def kalman(w0, P0, w, P):
+            blocks, prec, info, const = self._blocks(lib, w0, P0, w, P)
+            for a0, b, c, i0, i1 in zip(*blocks):
+                a, i = a0 + prec, i0 + info
+                solution, logdet = solve_logdet(a, cat([b, i[:, None]], 1))
+                b_t_solution = b.T @ solution
+                const = const + 0.5 * (i @ solution[:, D]) - 0.5 * logdet
+                prec = c - b_t_solution[:, :D]
+                info = i1 - b_t_solution[:, D]
+            solution, logdet = solve_logdet(prec, info[:, None])
+            return const + 0.5 * (info @ solution[:, 0]) - 0.5 * logdet
+
+        return kalman
+
+    def hand_scan(self):
+        import jax
+        import jax.numpy as jnp
+
+        from benchmarks.cases import array_lib
+
+        lib, D = array_lib("jax"), self.D
+
+        def step(carry, blocks):
+            prec, info, const = carry
+            a0, b, c, i0, i1 = blocks
+            a, i = a0 + prec, i0 + info
+            solution, logdet = lib.solve_and_logdet(
+                a, jnp.concatenate([b, i[:, None]], 1)
+            )
+            b_t_solution = b.T @ solution
+            const = const + 0.5 * (i @ solution[:, D]) - 0.5 * logdet
+            return (c - b_t_solution[:, :D], i1 - b_t_solution[:, D], const), None
+
+        def kalman(w0, P0, w, P):
+            blocks, prec, info, const = self._blocks(lib, w0, P0, w, P)
+            carry, _ = jax.lax.scan(step, (prec, info, const), blocks)
+            prec, info, const = carry
+            solution, logdet = lib.solve_and_logdet(prec, info[:, None])
+            return const + 0.5 * (info @ solution[:, 0]) - 0.5 * logdet
 
         return kalman
 
@@ -424,7 +593,7 @@ class FFBS(TracedCase):
         ``mean + L⁻ᵀ z`` and their log density
         ``-|z|²/2 - d/2 log 2π + log|L|`` (what the recipe's log_prob is)."""
         n, d = self.n, 2 * self.n
-        log_2pi = 1.8378770664093453
+        log_2pi = LOG_2PI
 
         def ffbs(rng_key=None, **arrays):
             prec, info = 0.0, 0.0
@@ -499,6 +668,13 @@ def _numpy_lib():
             # the fastest plain-numpy logsumexp (one ufunc reduction)
             return np.logaddexp.reduce(x, axis)
 
+        swapaxes, cat = staticmethod(np.swapaxes), staticmethod(np.concatenate)
+
+        @staticmethod
+        def solve_and_logdet(a, rhs):
+            # numpy has no Cholesky solve: two LU factorizations of a small a
+            return np.linalg.solve(a, rhs), np.linalg.slogdet(a)[1]
+
     return NumpyLib
 
 
@@ -521,6 +697,14 @@ def _torch_lib():
         @staticmethod
         def randn(shape, key=None):
             return torch.randn(shape)
+
+        swapaxes, cat = staticmethod(torch.swapaxes), staticmethod(torch.cat)
+
+        @staticmethod
+        def solve_and_logdet(a, rhs):
+            chol = torch.linalg.cholesky(a)
+            logdet = 2 * torch.log(torch.diagonal(chol)).sum()
+            return torch.cholesky_solve(rhs, chol), logdet
 
     return TorchLib
 
@@ -551,6 +735,16 @@ def _jax_lib():
         @staticmethod
         def logsumexp(x, axis):
             return logsumexp(x, axis)
+
+        swapaxes, cat = staticmethod(jnp.swapaxes), staticmethod(jnp.concatenate)
+
+        @staticmethod
+        def solve_and_logdet(a, rhs):
+            from jax.scipy.linalg import cho_solve
+
+            chol = jnp.linalg.cholesky(a)
+            logdet = 2 * jnp.log(jnp.diagonal(chol)).sum()
+            return cho_solve((chol, True), rhs), logdet
 
     return JaxLib
 

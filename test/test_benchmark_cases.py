@@ -32,6 +32,32 @@ def test_hand_written_matches_funsor(case):
         assert_matches(case.program(arrays)(**arrays), expected, rtol=1e-4, atol=1e-4)
 
 
+HAS_FAST = [c for c in CASES if c.hand_fast(array_lib(BACKEND)) is not None]
+HAS_SCAN = [c for c in CASES if BACKEND == "jax" and c.hand_scan() is not None]
+
+
+@pytest.mark.parametrize("case", HAS_FAST, ids=lambda c: c.name)
+def test_performance_minded_hand_written_matches_funsor(case):
+    arrays = random_inputs(case)
+    fast = case.hand_fast(array_lib(BACKEND))
+    assert_matches(fast(**arrays), case.funsor_eager(**arrays), rtol=2e-3, atol=1e-3)
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.lax.scan versions are jax's")
+@pytest.mark.parametrize("case", HAS_SCAN, ids=lambda c: c.name)
+def test_lax_scan_hand_written_matches_funsor(case):
+    import jax
+
+    arrays = random_inputs(case)
+    scanned = jax.jit(case.hand_scan())
+    assert_matches(scanned(**arrays), case.funsor_eager(**arrays), rtol=2e-3, atol=1e-3)
+
+
+def test_every_case_with_a_scan_has_a_performance_minded_version():
+    names = {c.name for c in HAS_FAST}
+    assert {"chain50", "hmm_T100", "hmm_emit_T100", "kalman_T10"} <= names
+
+
 def test_hand_written_ffbs_log_prob_is_the_posterior_density_of_its_samples():
     case = FFBS()
     arrays = random_inputs(case)

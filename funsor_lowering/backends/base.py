@@ -23,6 +23,16 @@ class ArrayBackend:
         values ``params`` (positionally, after the operands), or ``None``."""
         return self.fast_implementations.get(op_type)
 
+    def fast_call(self, op_type, operands, params, dispatched):
+        """``(implementation, extra_args, kwargs)`` computing
+        ``op_type(*params)(*operands)`` as ``implementation(*operands,
+        *extra_args, **kwargs)`` faster than ``dispatched(*operands,
+        *params)`` (funsor's implementation for these operands), or
+        ``None``. ``operands`` are this backend's arrays (shapes are fixed
+        per program, so the choice may depend on them)."""
+        impl = self.fast_implementation(op_type, params)
+        return None if impl is None else (impl, tuple(params), {})
+
     def activate(self):
         """Make sure funsor's op implementations for this backend are registered."""
 

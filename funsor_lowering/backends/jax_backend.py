@@ -24,6 +24,7 @@ from ..extra_ops import (  # noqa: E402
 )
 from ..structure import iter_leaves, map_leaves  # noqa: E402
 from .base import ArrayBackend  # noqa: E402
+from .jax_primitives import specialize  # noqa: E402
 from .numpy_backend import numpy_literal  # noqa: E402
 
 
@@ -54,6 +55,14 @@ class JaxBackend(ArrayBackend):
             "import numpy as np",
             "import jax.numpy as jnp",
         )
+
+    def fast_call(self, op_type, operands, params, dispatched):
+        # jax.numpy's argument handling costs more than the work on small
+        # arrays: layout ops become jax.lax primitives (jax_primitives)
+        specialized = specialize(op_type, operands, params)
+        if specialized is not None:
+            return specialized, (), {}
+        return super().fast_call(op_type, operands, params, dispatched)
 
     keyed = True
     # funsor 0.4.8's logaddexp calls ops.max and ops.detach through

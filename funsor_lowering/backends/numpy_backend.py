@@ -23,10 +23,28 @@ def numpy_literal(value, module="np"):
     return f"{module}.array({python_literal(value.tolist())}, dtype={dtype})"
 
 
+# Above this many elements, logsumexp by max-shift and exp (fast per element)
+# beats one logaddexp reduction (one call, but a slow ufunc per element).
+LOGSUMEXP_SHIFT_SIZE = 512
+
+
 def logsumexp(x, axis=None, keepdims=False):
-    """funsor's ``ops.logsumexp`` as one numpy ufunc reduction (funsor 0.4.8's
-    numpy version makes ~10 calls, one through funsor's op dispatch)."""
-    return np.logaddexp.reduce(x, axis=axis, keepdims=keepdims)
+    """funsor's ``ops.logsumexp``: one numpy ufunc reduction on small arrays;
+    ``log(sum(exp(x - max))) + max`` on large ones. (funsor 0.4.8's numpy
+    version makes ~10 calls, one through funsor's op dispatch.)
+
+    >>> x = np.array([[0.0, -np.inf], [-np.inf, -np.inf]])
+    >>> logsumexp(x, 1)
+    array([  0., -inf])
+    """
+    if np.size(x) <= LOGSUMEXP_SHIFT_SIZE:
+        return np.logaddexp.reduce(x, axis=axis, keepdims=keepdims)
+    shift = np.max(x, axis=axis, keepdims=True)
+    shift = np.where(np.isfinite(shift), shift, 0)  # all -inf (or inf, nan)
+    with np.errstate(divide="ignore"):  # log(0) = -inf, as the reduction gives
+        total = np.log(np.sum(np.exp(x - shift), axis=axis, keepdims=True))
+    total = total + shift
+    return total if keepdims else np.squeeze(total, axis=axis)
 
 
 def _sigmoid():
@@ -49,6 +67,22 @@ def cholesky_inverse(x):
     return np.swapaxes(x_inv, -2, -1) @ x_inv
 
 
+_REDUCING_UFUNCS = {
+    ops.SumOp: np.add,
+    ops.ProdOp: np.multiply,
+    ops.AmaxOp: np.maximum,
+    ops.AminOp: np.minimum,
+    ops.AllOp: np.logical_and,
+    ops.AnyOp: np.logical_or,
+}
+
+
+def qr(x, mode="reduced"):
+    """``np.linalg.qr``, batched by numpy itself (funsor 0.4.8 loops over
+    the batch in Python for numpy arrays of rank > 2)."""
+    return np.linalg.qr(x, mode=mode)
+
+
 class NumpyBackend(ArrayBackend):
     name = "numpy"
     array_type_name = "numpy.ndarray"
@@ -58,9 +92,22 @@ class NumpyBackend(ArrayBackend):
         ops.LogaddexpOp: np.logaddexp,
         ops.SigmoidOp: _sigmoid(),
         ops.CholeskyInverseOp: cholesky_inverse,
+        ops.QrOp: qr,
     }
     # a copy (numpy scalars become 0-d arrays, as the program's outputs are)
     copy_function, copy_source = staticmethod(np.array), "np.array"
+
+    def fast_call(self, op_type, operands, params, dispatched):
+        if op_type is ops.LogsumexpOp and np.size(operands[0]) <= LOGSUMEXP_SHIFT_SIZE:
+            axis, keepdims = params
+            return np.logaddexp.reduce, (axis,), {"keepdims": keepdims}
+        ufunc = _REDUCING_UFUNCS.get(op_type)
+        if ufunc is not None and np.size(operands[0]) > 0:
+            # the ufunc's reduction itself (what np.sum and np.amax call
+            # after ~2 us of argument handling)
+            axis, keepdims = params
+            return ufunc.reduce, (axis,), {"keepdims": keepdims}
+        return super().fast_call(op_type, operands, params, dispatched)
 
     def is_array(self, value):
         return isinstance(value, (np.ndarray, np.generic))

@@ -350,17 +350,23 @@ def resolve(op, args, backend):
     cls = type(op)
     bound = bind_call(op, args)
     call_args, call_kwargs = bound.args, bound.kwargs
-    impl = backend.fast_implementation(cls, call_args[cls.arity :])
-    if impl is None or not _arrays_and_numbers(call_args[: cls.arity], backend):
-        impl = cls.dispatcher.partial_call(*call_args[: cls.arity])
+    operands, params = call_args[: cls.arity], call_args[cls.arity :]
+    impl = cls.dispatcher.partial_call(*operands)
     if isinstance(impl, PartialDefault):  # funsor's wrapper of the op's default
         impl = impl.default
-    return impl, tuple(call_args[cls.arity :]), dict(call_kwargs)
+    if _arrays_and_numbers(operands, backend):
+        fast = backend.fast_call(cls, operands, params, impl)
+        if fast is not None:
+            impl, extra, kwargs = fast
+            return impl, extra, {**kwargs, **call_kwargs}
+    return impl, tuple(params), dict(call_kwargs)
 
 
 def _arrays_and_numbers(operands, backend):
     """Operands a backend's fast implementation takes: its arrays, and
     Python numbers beside at least one array (as its ufuncs do)."""
+    if len(operands) == 1 and isinstance(operands[0], tuple):  # packed parts
+        operands = operands[0]
     arrays = [backend.is_array(a) for a in operands]
     numbers_ = [
         isinstance(a, numbers.Number) and not isinstance(a, bool) for a in operands

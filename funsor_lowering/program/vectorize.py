@@ -223,7 +223,27 @@ def _bucket_key(operation, value, types, depth):
     arg_types = tuple(types[a] for a in operation.args)
     if types[value] is None or None in arg_types:
         return None
-    return (depth, operation.op, operation.packed, arg_types, types[value])
+    op = operation.op
+    if _leading_index(operation) is not None:  # x[i, ...] for several i
+        op = ("getslice", repr(_index_tuple(op)[1:]))
+    return (depth, op, operation.packed, arg_types, types[value])
+
+
+def _index_tuple(op):
+    index = op.defaults["index"]
+    return index if isinstance(index, tuple) else (index,)
+
+
+def _leading_index(operation):
+    """``i`` where ``operation`` is ``getslice(x, (i, ...))`` with an integer
+    ``i``, else ``None``."""
+    if not isinstance(operation.op, ops.GetsliceOp):
+        return None
+    index = _index_tuple(operation.op)
+    first = index[0] if index else None
+    if isinstance(first, numbers.Integral) and not isinstance(first, bool):
+        return int(first)
+    return None
 
 
 def _split(program, members, group_of):
@@ -234,7 +254,13 @@ def _split(program, members, group_of):
         operation = program.operations[value - program.first_operation]
         key = tuple(_source(program, a, group_of) for a in operation.args)
         subgroups.setdefault(key, []).append(value)
-    return [m for key, m in subgroups.items() if any(s[0] != "shared" for s in key)]
+    return [
+        m
+        for key, m in subgroups.items()
+        if any(s[0] != "shared" for s in key)
+        or _leading_index(program.operations[m[0] - program.first_operation])
+        is not None
+    ]
 
 
 def _source(program, arg, group_of):
@@ -264,9 +290,15 @@ def _batch(editor, program, types, members, group_of, backend, number):
         any(a[pos] != args[0][pos] for a in args) or args[0][pos] in group_of
         for pos in range(len(args[0]))
     ]
+    arg_types = [types[a] for a in args[0]]
+    if _leading_index(operation) is not None and not any(flags):
+        ref = _batch_leading_index(editor, program, members, types, backend)
+        group = _Group(members, ref, types[members[0]])
+        for j, v in enumerate(members):
+            group_of[v] = (group, j)
+        return True
     if not any(flags):
         return False
-    arg_types = [types[a] for a in args[0]]
     rule = _rule(operation, flags, arg_types, types[members[0]], n)
     if rule is None:
         return False
@@ -286,6 +318,36 @@ def _batch(editor, program, types, members, group_of, backend, number):
     for j, v in enumerate(members):
         group_of[v] = (group, j)
     return True
+
+
+def _batch_leading_index(editor, program, members, types, backend):
+    """``x[i_k, rest]`` for members ``k`` (one shared ``x``): a strided slice
+    ``x[start:stop:step, rest]`` where the ``i_k`` increase evenly, else a
+    gather ``x[index][:, rest]``."""
+    first = program.first_operation
+    operations = [program.operations[v - first] for v in members]
+    (source,) = operations[0].args
+    size = types[source].shape[0]
+    index = [_leading_index(o) % size for o in operations]
+    rest = _index_tuple(operations[0].op)[1:]
+    member = types[members[0]]
+    value_type = ValueType((len(members),) + member.shape, member.kind)
+    step = index[1] - index[0]
+    if step > 0 and index == list(range(index[0], index[-1] + 1, step)):
+        op = ops.GetsliceOp(index=(slice(index[0], index[-1] + 1, step),) + rest)
+        return editor.emit(op, (editor.remap[source],), False, value_type)
+    positions = editor.add_constant(backend.from_numpy(np.array(index, np.int64)))
+    gathered_type = ValueType((len(members),) + types[source].shape[1:], member.kind)
+    gathered = editor.emit(
+        ops.GetitemOp(offset=0),
+        (editor.remap[source], positions),
+        False,
+        gathered_type,
+    )
+    if not rest:
+        return gathered
+    op = ops.GetsliceOp(index=(slice(None),) + rest)
+    return editor.emit(op, (gathered,), False, value_type)
 
 
 def _gather(editor, column, group_of, member_type, backend):

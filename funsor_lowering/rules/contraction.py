@@ -21,7 +21,7 @@ import opt_einsum
 from funsor import ops
 from funsor.cnf import Contraction
 from funsor.ops import AssociativeOp
-from funsor.terms import Binary, Funsor, Reduce
+from funsor.terms import Binary, Funsor, Reduce, Unary
 
 from ..layout import (
     align,
@@ -33,6 +33,7 @@ from ..layout import (
     union_batch,
 )
 from ..lowering import Lowered, build, lowering_rule
+from ..program.vectorize import MIN_GROUP
 from .elementwise import require_values
 from .reductions import lower_reduce, reduce_batch, unsupported_reduction
 
@@ -43,6 +44,11 @@ _LETTERS = string.ascii_letters
 # A log-space step whose broadcast product has at most this many elements is
 # lowered as add + logsumexp (3 ops) rather than a max-shifted einsum (~12).
 BROADCAST_LIMIT = 1 << 14
+# Contractions of this many operands or more may be planned in rounds of
+# independent steps (``plan_in_rounds``) where that costs less than the
+# sequential plan, counting a dependent step as STEP_COST element operations.
+ROUNDS_MIN_OPERANDS = 16
+STEP_COST = 2000
 
 
 def _least_flops_greedy(inputs, output, size_dict, memory_limit=None):
@@ -58,28 +64,131 @@ def _least_flops_greedy(inputs, output, size_dict, memory_limit=None):
     )
 
 
-def einsum_path(inputs, output, shapes):
+def einsum_path(inputs, output, shapes, batchable=False):
     """The pairwise steps planned for the contraction ``inputs -> output``: a
     tuple of ``(operand positions, equation)``; after each step the operands
     at those positions are popped and the result appended. Few operands get
     opt_einsum's optimal search, many its greedy one (least flops first).
-    Plans are cached: unrolled chains repeat one contraction many times."""
-    return _planned(tuple(inputs), output, tuple(map(tuple, shapes)))
+    Where the operands are ``batchable`` (slices of one array), a plan in
+    rounds (:func:`plan_in_rounds`) is taken if it costs less. Plans are
+    cached: unrolled chains repeat one contraction many times."""
+    return _planned(tuple(inputs), output, tuple(map(tuple, shapes)), batchable)
 
 
 @functools.lru_cache(maxsize=4096)
-def _planned(inputs, output, shapes):
+def _planned(inputs, output, shapes, batchable):
     equation = ",".join(inputs) + "->" + output
+    sizes = {c: n for cs, shape in zip(inputs, shapes) for c, n in zip(cs, shape)}
     if len(inputs) <= 4:
         optimize = "optimal"
     else:
-        sizes = {c: n for cs, shape in zip(inputs, shapes) for c, n in zip(cs, shape)}
         sets = [frozenset(cs) for cs in inputs]
         optimize = _least_flops_greedy(sets, frozenset(output), sizes)
     _, info = opt_einsum.contract_path(
         equation, *shapes, shapes=True, optimize=optimize
     )
-    return tuple((step[0], step[2]) for step in info.contraction_list)
+    plan = tuple((step[0], step[2]) for step in info.contraction_list)
+    if batchable and len(inputs) >= ROUNDS_MIN_OPERANDS:
+        rounds = plan_in_rounds(inputs, output)
+        if rounds is not None and plan_cost(rounds, inputs, sizes) < plan_cost(
+            plan, inputs, sizes
+        ):
+            return rounds
+    return plan
+
+
+def plan_in_rounds(inputs, output):
+    """A contraction plan in rounds of independent pairwise steps, or
+    ``None`` where some round finds no pair.
+
+    Each round pairs operands whose inputs one contains (an emission with
+    its transition), then operands that alone share an input to eliminate
+    (neighbours of a chain). Steps of one round do not depend on each other
+    and, on a chain, have the same shapes, so the ``vectorize`` pass batches
+    them: a chain of ``T`` factors takes ``log2(T)`` rounds where a
+    sequential plan takes ``T`` dependent steps.
+
+    >>> plan_in_rounds(("a", "ab", "bc", "cd"), "")
+    (((1, 0), 'ab,a->b'), ((1, 0), 'cd,bc->b'), ((1, 0), 'b,b->'))
+    """
+    order = {c: i for i, c in enumerate(dict.fromkeys("".join(inputs) + output))}
+
+    def spelled(letters):
+        return "".join(sorted(set(letters), key=order.__getitem__))
+
+    operands = list(inputs)
+    plan = []
+    while len(operands) > 1:
+        pairs = _round_pairs(operands, output, order)
+        if not pairs:
+            return None
+        slots = list(range(len(operands)))  # slot of each current position
+        for i, j in pairs:
+            a, b = operands[slots.index(i)], operands[slots.index(j)]
+            rest = [o for k, o in zip(slots, operands) if k not in (i, j)]
+            needed = set(output).union(*rest)
+            kept = spelled(c for c in a + b if c in needed)
+            positions = tuple(sorted((slots.index(i), slots.index(j)), reverse=True))
+            popped = [operands.pop(p) for p in positions]
+            for p in positions:
+                slots.pop(p)
+            plan.append((positions, f"{popped[0]},{popped[1]}->{kept}"))
+            operands.append(kept)
+            slots.append(None)
+    if operands[0] != spelled(output):
+        plan.append(((0,), f"{operands[0]}->{spelled(output)}"))
+    return tuple(plan)
+
+
+def _round_pairs(operands, output, order):
+    """Disjoint pairs of operand positions contracted in one round, in the
+    order of their inputs' first appearance (so that on a chain, one round's
+    results are read by the next round in order: strided slices).
+
+    First, an operand whose inputs another contains and others share too
+    (an emission) joins it. Then operands that alone share an input are
+    paired (neighbours of a chain)."""
+    claimed, pairs = set(), []
+
+    def claim(i, j):
+        claimed.update((i, j))
+        pairs.append((i, j))
+
+    sets = [set(o) for o in operands]
+    holders = {}
+    for i, s in enumerate(sets):
+        for c in s:
+            holders.setdefault(c, []).append(i)
+    for i, s in enumerate(sets):  # absorb an emission into its transition
+        if i in claimed or not s or any(len(holders[c]) < 3 for c in s):
+            continue
+        for j, t in enumerate(sets):
+            if j != i and j not in claimed and s <= t:
+                claim(i, j)
+                break
+    for c in sorted(holders, key=order.__getitem__):  # eliminate a shared input
+        where = holders[c]
+        if c in output or len(where) != 2 or claimed.intersection(where):
+            continue
+        claim(*where)
+
+    def first_input(pair):
+        return min(order[c] for c in operands[pair[0]] + operands[pair[1]])
+
+    return sorted(pairs, key=first_input)
+
+
+def plan_cost(plan, inputs, sizes):
+    """A plan's cost in element operations: its flops plus, per step on its
+    longest chain of dependent steps, ``STEP_COST`` (a backend call's
+    overhead; steps of one round are batched into one call)."""
+    depth = [0] * len(inputs)
+    flops = 0
+    for positions, equation in plan:
+        depths = [depth.pop(p) for p in positions]
+        depth.append(max(depths) + 1)
+        flops += math.prod(sizes[c] for c in set(equation.split("->")[0]) - {","})
+    return flops + STEP_COST * max(depth)
 
 
 def relabel(equation):
@@ -172,8 +281,9 @@ def contract_planned(red_op, bin_op, terms, names_reduced):
     output = "".join(c for n, c in letters.items() if n not in names_reduced)
     operands = list(terms)
     logspace = type(red_op) is ops.LogaddexpOp
+    shapes = [t.batch_shape for t in terms]
     for positions, equation in einsum_path(
-        inputs, output, [t.batch_shape for t in terms]
+        inputs, output, shapes, batchable=_slices_of_one_array(terms)
     ):
         args = [operands.pop(i) for i in positions]
         kept = set(equation.split("->")[1])
@@ -192,6 +302,23 @@ def contract_planned(red_op, bin_op, terms, names_reduced):
         operands.append(Lowered(align(result, order), {n: union[n] for n in order}))
     (result,) = operands
     return result
+
+
+_LAYOUT_OPS = (ops.GetsliceOp, ops.ReshapeOp, ops.PermuteOp, ops.ExpandOp)
+
+
+def _slices_of_one_array(terms):
+    """Whether most ``terms`` are layout views (slices, reshapes ...) of
+    arrays shared with several other terms, so that independent steps over
+    them batch into one operation (the ``vectorize`` pass)."""
+    roots = {}
+    for term in terms:
+        expr = term.expr
+        while isinstance(expr, Unary) and isinstance(expr.op, _LAYOUT_OPS):
+            expr = expr.arg
+        roots[expr] = roots.get(expr, 0) + 1
+    shared = sum(n for n in roots.values() if n >= MIN_GROUP)
+    return 2 * shared >= len(terms)
 
 
 def _is_einsum_pair(red_op, bin_op):

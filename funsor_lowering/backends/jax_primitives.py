@@ -1,0 +1,218 @@
+"""Fast implementations of funsor ops for jax outside ``jax.jit``.
+
+Called eagerly, ``jax.numpy`` handles its arguments in Python on every call:
+``x[3]`` takes ~60 us, ``jnp.concatenate`` ~100 us, ``jax.scipy``'s
+``logsumexp`` ~250 us, where a ``jax.lax`` primitive takes ~10 us. A
+program's shapes are fixed, so its layout ops are specialized once, at
+resolution, into the one or two ``jax.lax`` primitives they are
+(:func:`specialize`); ops that are compositions of primitives run as a
+kernel ``jax.jit`` compiles once per op, parameters and shapes
+(``logsumexp``, and the key splits and normal draws of a keyed program,
+which are functions of their key).
+
+Example::
+
+    >>> import numpy as np
+    >>> from funsor import ops
+    >>> x = np.arange(24.0).reshape(2, 3, 4)
+    >>> take = specialize(ops.GetsliceOp, (x,), ((1, slice(None, None, 2), None),))
+    >>> take(x).shape
+    (2, 1, 4)
+"""
+
+import math
+
+import jax
+from funsor import ops
+from jax import lax
+
+from ..extra_ops import RandnWithKeyOp, SplitKeyOp
+
+
+def specialize(op_type, operands, params):
+    """A function of the operands computing ``op_type(*params)`` with
+    ``jax.lax`` primitives for operands of these shapes, or ``None``."""
+    make = _SPECIALIZERS.get(op_type)
+    return None if make is None else make(operands, *params)
+
+
+def _getslice(operands, index):
+    (x,) = operands
+    shape = tuple(x.shape)
+    index = index if isinstance(index, tuple) else (index,)
+    if sum(i is Ellipsis for i in index) > 1:
+        return None
+    if Ellipsis in index:
+        at = index.index(Ellipsis)
+        named = sum(i is not None for i in index) - 1
+        index = index[:at] + (slice(None),) * (len(shape) - named) + index[at + 1 :]
+    bounds, result = [], []  # per axis of x: (start, limit, stride)
+    axis = 0
+    for item in index:
+        if item is None:
+            result.append(1)
+            continue
+        if axis >= len(shape):
+            return None
+        size = shape[axis]
+        if isinstance(item, bool) or not isinstance(item, (int, slice)):
+            return None
+        if isinstance(item, int):
+            if not -size <= item < size:
+                return None
+            bounds.append((item % size, item % size + 1, 1))
+        else:
+            start, stop, step = item.indices(size)
+            if step <= 0:
+                return None
+            count = len(range(start, stop, step))
+            bounds.append(
+                (start, start + (count - 1) * step + 1 if count else start, step)
+            )
+            result.append(count)
+        axis += 1
+    bounds += [(0, size, 1) for size in shape[axis:]]
+    result += shape[axis:]
+    result = tuple(result)
+    starts, limits, strides = (tuple(b) for b in zip(*bounds)) if bounds else ((),) * 3
+    whole = all(b == (0, n, 1) for b, n in zip(bounds, shape))
+    strides = None if set(strides) <= {1} else strides
+
+    def getslice(x):
+        if not whole:
+            x = lax.slice(x, starts, limits, strides)
+        return x if x.shape == result else lax.reshape(x, result)
+
+    return getslice
+
+
+def _reshape(operands, shape):
+    (x,) = operands
+    shape = tuple(shape)
+    if -1 in shape:
+        known = math.prod(n for n in shape if n != -1)
+        shape = tuple(math.prod(x.shape) // known if n == -1 else n for n in shape)
+
+    def reshape(x):
+        return lax.reshape(x, shape)
+
+    return reshape
+
+
+def _expand(operands, shape):
+    (x,) = operands
+    prepend = len(shape) - x.ndim
+    if prepend < 0:
+        return None
+    target = tuple(shape[:prepend]) + tuple(
+        n if size == -1 else size for n, size in zip(x.shape, shape[prepend:])
+    )
+    dims = tuple(range(prepend, len(target)))
+
+    def expand(x):
+        return lax.broadcast_in_dim(x, target, dims)
+
+    return expand
+
+
+def _permute(operands, dims):
+    (x,) = operands
+    dims = tuple(d % x.ndim for d in dims)
+
+    def permute(x):
+        return lax.transpose(x, dims)
+
+    return permute
+
+
+def _transpose(operands, axis1, axis2):
+    (x,) = operands
+    dims = list(range(x.ndim))
+    dims[axis1], dims[axis2] = dims[axis2], dims[axis1]
+    return _permute(operands, dims)
+
+
+def _unsqueeze(operands, dim):
+    (x,) = operands
+    dim = dim % (x.ndim + 1)
+
+    def unsqueeze(x):
+        return lax.expand_dims(x, (dim,))
+
+    return unsqueeze
+
+
+def _cat(operands, axis=0):
+    (parts,) = operands
+    dtypes = {getattr(p, "dtype", None) for p in parts}
+    if len(dtypes) != 1 or None in dtypes or not parts:
+        return None  # jnp.concatenate promotes mixed dtypes
+    axis = axis % parts[0].ndim
+
+    def cat(parts):
+        return lax.concatenate(parts, axis)
+
+    return cat
+
+
+_KERNELS = {}
+
+
+def _logsumexp(operands, axis=None, keepdims=False):
+    from jax.scipy.special import logsumexp
+
+    return _compiled(
+        ("logsumexp", repr(axis), keepdims),
+        lambda x: logsumexp(x, axis, keepdims=keepdims),
+    )
+
+
+def _split_key(operands, index=0, num=2):
+    split = _compiled(("split_key", index, num), lambda key: _split(key, num)[index])
+
+    def split_key(key):
+        return split(key)
+
+    return split_key
+
+
+def _randn_with_key(operands, shape=()):
+    prototype, _ = operands
+    shape, dtype = tuple(shape), prototype.dtype
+    draw = _compiled(
+        ("randn", shape, str(dtype)),
+        lambda key: jax.random.normal(key, shape, dtype=dtype),
+    )
+
+    def randn_with_key(prototype, key):
+        return draw(key)
+
+    return randn_with_key
+
+
+def _compiled(key, function):
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        kernel = _KERNELS.setdefault(key, jax.jit(function))
+    return kernel
+
+
+def _split(key, num):
+    # jax.random.split itself (tracing replaces the public name)
+    from .. import hooks
+
+    return hooks.original("jax.random.split")(key, num)
+
+
+_SPECIALIZERS = {
+    SplitKeyOp: _split_key,
+    RandnWithKeyOp: _randn_with_key,
+    ops.GetsliceOp: _getslice,
+    ops.ReshapeOp: _reshape,
+    ops.ExpandOp: _expand,
+    ops.PermuteOp: _permute,
+    ops.TransposeOp: _transpose,
+    ops.UnsqueezeOp: _unsqueeze,
+    ops.CatOp: _cat,
+    ops.LogsumexpOp: _logsumexp,
+}

@@ -1,0 +1,322 @@
+"""Programs at the op-count limit (issue 16): chains planned in rounds that
+batch into one call per round, einsums that are matrix products run as
+``matmul``, numpy reductions as one ufunc call, jax layout ops as ``lax``
+primitives. Every result equals eager funsor's (or the backend's own
+function on the same arrays)."""
+
+import itertools
+import string
+
+import funsor
+import numpy as np
+import pytest
+from funsor import ops
+from funsor.domains import Reals
+from funsor.interpretations import reflect
+from funsor.optimizer import apply_optimizer
+from funsor.sum_product import sum_product
+from funsor.tensor import Tensor
+from funsor.terms import Variable
+from hypothesis import given
+from hypothesis import strategies as st
+
+from funsor_lowering import compile_funsor
+from funsor_lowering.program import Operation, OpProgram, ValueType
+from funsor_lowering.program.passes import einsums_as_matmuls
+from funsor_lowering.program.vectorize import vectorize
+from funsor_lowering.rules.contraction import (
+    ROUNDS_MIN_OPERANDS,
+    einsum_path,
+    plan_in_rounds,
+)
+
+from .helpers import assert_matches, backend_randn, from_numpy, to_numpy
+
+BACKEND = funsor.get_backend()
+
+
+# ------------------------------------------------------------ plans in rounds
+def replay(plan, inputs, output, arrays):
+    """Run a plan's pairwise steps with numpy's einsum (the plan format of
+    ``einsum_path``: pop the positions, append the result)."""
+    operands = list(zip(inputs, arrays))
+    for positions, equation in plan:
+        args = [operands.pop(p) for p in positions]
+        lhs, rhs = equation.split("->")
+        assert lhs.split(",") == [letters for letters, _ in args], equation
+        operands.append((rhs, np.einsum(equation, *(a for _, a in args))))
+    ((letters, result),) = operands
+    assert letters == output
+    return result
+
+
+@st.composite
+def chains(draw):
+    """Chains and trees of factors over letters, some with extra unary
+    factors (emissions) and a prior, some letters kept in the output."""
+    n = draw(st.integers(2, 24))
+    letters = string.ascii_letters[:n]
+    inputs = [letters[0]]
+    for i in range(1, n):
+        parent = draw(st.integers(max(0, i - 2), i - 1))  # chains, some forks
+        inputs.append(letters[parent] + letters[i])
+        if draw(st.booleans()):
+            inputs.append(letters[i])
+    kept = "".join(c for c in letters if draw(st.integers(0, 9)) == 0)
+    sizes = {c: draw(st.integers(1, 3)) for c in letters}
+    return inputs, kept, sizes
+
+
+@given(chains())
+def test_plans_in_rounds_compute_the_whole_contraction(chain):
+    inputs, output, sizes = chain
+    plan = plan_in_rounds(tuple(inputs), output)
+    if plan is None:  # some round found no pair: the greedy plan is used
+        return
+    rng = np.random.RandomState(0)
+    arrays = [rng.rand(*(sizes[c] for c in letters)) for letters in inputs]
+    expected = np.einsum(",".join(inputs) + "->" + output, *arrays)
+    np.testing.assert_allclose(replay(plan, inputs, output, arrays), expected)
+
+
+def test_a_chain_takes_logarithmically_many_rounds():
+    letters = string.ascii_letters
+    inputs = ("a",) + tuple(letters[i : i + 2] for i in range(40))
+    plan = plan_in_rounds(inputs, "")
+    depth = [0] * len(inputs)
+    for positions, _ in plan:
+        depth.append(1 + max(depth.pop(p) for p in positions))
+    assert max(depth) <= 8  # log2(41) rounded up, plus the ends' steps
+    sequential = einsum_path(inputs, "", [(2,) * len(s) for s in inputs])
+    assert len(plan) == len(sequential)  # as many steps, fewer dependent
+
+
+def hmm_term(T, S, inputs, emissions):
+    init, trans = inputs["init"], inputs["trans"]
+    factors = [init["x0"]]
+    for t in range(1, T):
+        factors.append(trans[t][f"x{t - 1}", f"x{t}"])
+        if emissions:
+            factors.append(inputs["emit"][t][f"x{t}"])
+    with reflect:
+        expr = sum_product(
+            ops.logaddexp,
+            ops.add,
+            factors,
+            frozenset(f"x{t}" for t in range(T)),
+            frozenset(),
+        )
+        return apply_optimizer(expr)
+
+
+@pytest.mark.parametrize("emissions", [False, True])
+@pytest.mark.parametrize("T", [ROUNDS_MIN_OPERANDS, 37, 100])
+def test_hmm_planned_in_rounds_equals_eager(T, emissions):
+    S = 3
+    shapes = {"init": (S,), "trans": (T, S, S), "emit": (T, S)}
+    variables = {k: Variable(k, Reals[s]) for k, s in shapes.items()}
+    program = compile_funsor(hmm_term(T, S, variables, emissions))
+    arrays = {k: backend_randn(*s) for k, s in shapes.items()}
+    expected = hmm_term(T, S, {k: Tensor(v) for k, v in arrays.items()}, emissions)
+    with funsor.interpretations.eager:
+        expected = funsor.interpreter.reinterpret(expected)
+    arrays = {k: v for k, v in arrays.items() if k in program.inputs}
+    assert_matches(program(**arrays), expected.data, rtol=1e-4, atol=1e-4)
+    # a few batched calls per round, where a sequential forward pass makes
+    # four operations per step (five with emissions)
+    assert len(program.operations) < 2 * T + 24
+
+
+# ------------------------------------------------------------------ vectorize
+def test_slices_of_one_array_at_scattered_positions_batch_into_one_gather():
+    t = ValueType((3,), "real")
+    positions = [4, 1, 7, 2]  # no progression: one gather
+    leaves = [Operation(ops.GetsliceOp(index=(i,)), (0,)) for i in positions]
+    sums = [Operation(ops.exp, (1 + k,)) for k in range(4)]
+    total = [Operation(ops.add, (5, 6)), Operation(ops.add, (7, 8))]
+    total.append(Operation(ops.add, (9, 10)))
+    p = OpProgram(
+        [],
+        {"x": Reals[8, 3]},
+        leaves + sums + total,
+        11,
+        value_types=[t] * 11,
+    )
+    q = vectorize(p).program
+    assert len(q.operations) < len(p.operations)
+    x = backend_randn(8, 3)
+    assert_matches(q(x=x), p(x=x))
+    evenly = [
+        Operation(ops.GetsliceOp(index=(i, slice(1, 3))), (0,)) for i in (1, 3, 5, 7)
+    ]
+    r = OpProgram(
+        [],
+        {"x": Reals[8, 3]},
+        evenly + [Operation(ops.exp, (1 + k,)) for k in range(4)],
+        (5, 6, 7, 8),
+        value_types=[ValueType((2,), "real")] * 8,
+    )
+    batched = vectorize(r).program
+    assert "getslice" in str(batched) and "gather" not in str(batched)
+    assert_matches(batched(x=x), r(x=x))
+
+
+# -------------------------------------------------------------------- matmuls
+EINSUMS = [
+    ("...ij,...jk->...ik", (5, 2, 3), (5, 3, 4)),
+    ("...ij,...jk->...ik", (2, 3), (5, 3, 4)),
+    ("...ij,...j->...i", (5, 2, 3), (5, 3)),
+    ("...ij,...j->...i", (5, 2, 3), (3,)),
+    ("...i,...ij->...j", (5, 3), (5, 3, 4)),
+    ("...i,...ij->...j", (3,), (3, 4)),
+    ("ab,bc->ac", (2, 3), (3, 4)),
+    ("nab,nbc->nac", (6, 2, 3), (6, 3, 4)),
+    ("ab,b->a", (2, 3), (3,)),
+    ("a,a->", (3,), (3,)),
+    ("ab,ab->a", (2, 3), (2, 3)),
+]
+NOT_MATMULS = [
+    ("ab,bc->ca", (2, 3), (3, 4)),  # permuted output
+    ("ab,cb->ac", (2, 3), (4, 3)),  # transposed operand
+    ("abc,cd->abd", (2, 5, 3), (3, 4)),  # two free letters on the left
+]
+
+
+def einsum_program(equation, a, b):
+    inputs = {"a": Reals[a], "b": Reals[b]}
+    out = np.einsum(equation, np.zeros(a), np.zeros(b)).shape
+    operation = Operation(ops.EinsumOp(equation=equation), (0, 1), packed=True)
+    return OpProgram([], inputs, [operation], 2, value_types=[ValueType(out, "real")])
+
+
+@pytest.mark.parametrize("equation,a,b", EINSUMS)
+def test_einsums_that_are_matrix_products_run_as_matmul(equation, a, b):
+    program = einsum_program(equation, a, b)
+    rewritten = einsums_as_matmuls(program).program
+    assert "einsum" not in rewritten.stats()["by_op"]
+    assert rewritten.stats()["by_op"]["matmul"] == 1
+    arrays = {"a": backend_randn(*a), "b": backend_randn(*b)}
+    assert_matches(rewritten(**arrays), program(**arrays), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("equation,a,b", NOT_MATMULS)
+def test_other_einsums_stay(equation, a, b):
+    program = einsum_program(equation, a, b)
+    assert not einsums_as_matmuls(program).modified
+
+
+def test_traced_gaussian_programs_hold_no_einsum():
+    from benchmarks.cases import FFBS, Kalman, random_inputs
+
+    for case in (Kalman(10), FFBS()):
+        program = case.program(random_inputs(case))
+        assert "einsum" not in program.stats()["by_op"], case.name
+
+
+# ------------------------------------------------------- backend fast calls
+@pytest.mark.skipif(BACKEND != "numpy", reason="numpy's fast implementations")
+def test_numpy_logsumexp_is_exact_on_small_and_large_arrays_with_infinities():
+    from funsor_lowering.backends.numpy_backend import LOGSUMEXP_SHIFT_SIZE
+
+    for size in (4, LOGSUMEXP_SHIFT_SIZE + 1):
+        x = np.random.RandomState(0).randn(size, 3).astype(np.float32)
+        x[1] = -np.inf
+        x[2, 0] = np.inf
+        for axis, keepdims in itertools.product((None, 0, 1, (0, 1)), (False, True)):
+            term = Variable("x", Reals[size, 3])
+            program = compile_funsor(ops.logsumexp(term, axis, keepdims))
+            expected = ops.logsumexp(x, axis, keepdims)  # funsor's numpy version
+            actual = program(x=x)
+            assert actual.shape == np.shape(expected) and actual.dtype == x.dtype
+            np.testing.assert_allclose(actual, expected, rtol=1e-6)
+
+
+@pytest.mark.skipif(BACKEND != "numpy", reason="numpy's fast implementations")
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int8, np.bool_])
+@pytest.mark.parametrize("axis", [None, 1, (0, 1)])
+def test_numpy_reductions_equal_funsors_with_its_dtypes(dtype, axis):
+    from funsor_lowering.backends import array_backend
+    from funsor_lowering.program.codegen import resolve
+
+    x = (np.arange(12).reshape(3, 4) % 3).astype(dtype)
+    for op_type in (ops.SumOp, ops.ProdOp, ops.AmaxOp, ops.AminOp, ops.AllOp):
+        op = op_type(axis=axis, keepdims=False)
+        impl, extra, kwargs = resolve(op, [x], array_backend("numpy"))
+        assert impl is not op_type.dispatcher.partial_call(x)  # the fast one
+        actual, expected = impl(x, *extra, **kwargs), op(x)
+        np.testing.assert_array_equal(actual, expected)
+        assert np.asarray(actual).dtype == np.asarray(expected).dtype, op
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax's lax specializations")
+@given(st.data())
+def test_jax_layout_specializations_equal_jax_numpy(data):
+    import jax.numpy as jnp
+
+    from funsor_lowering.backends.jax_primitives import specialize
+
+    shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+    x = jnp.asarray(np.arange(np.prod(shape), dtype=np.float32).reshape(shape))
+    items = []
+    for size in shape[: data.draw(st.integers(0, len(shape)))]:
+        items.append(
+            data.draw(
+                st.one_of(
+                    st.integers(-size, size - 1),
+                    st.builds(
+                        slice,
+                        st.one_of(st.none(), st.integers(-size - 1, size + 1)),
+                        st.one_of(st.none(), st.integers(-size - 1, size + 1)),
+                        st.one_of(st.none(), st.integers(1, 3)),
+                    ),
+                    st.none(),
+                )
+            )
+        )
+    if data.draw(st.booleans()):
+        items.insert(data.draw(st.integers(0, len(items))), Ellipsis)
+    index = tuple(items)
+    take = specialize(ops.GetsliceOp, (x,), (index,))
+    np.testing.assert_array_equal(take(x), x[index])
+    perm = tuple(data.draw(st.permutations(range(len(shape)))))
+    np.testing.assert_array_equal(
+        specialize(ops.PermuteOp, (x,), (perm,))(x), jnp.transpose(x, perm)
+    )
+    flat = specialize(ops.ReshapeOp, (x,), ((-1,),))(x)
+    np.testing.assert_array_equal(flat, x.reshape(-1))
+    grown = specialize(ops.ExpandOp, (x,), ((2,) + shape,))(x)
+    np.testing.assert_array_equal(grown, jnp.broadcast_to(x, (2,) + shape))
+    dim = data.draw(st.integers(-len(shape) - 1, len(shape)))
+    np.testing.assert_array_equal(
+        specialize(ops.UnsqueezeOp, (x,), (dim,))(x), jnp.expand_dims(x, dim)
+    )
+    parts = (x, x + 1)
+    np.testing.assert_array_equal(
+        specialize(ops.CatOp, (parts,), (-1,))(parts), jnp.concatenate(parts, -1)
+    )
+
+
+def test_programs_make_no_more_backend_calls_than_operations():
+    """The counted backend calls of a batched HMM program: about one per
+    operation (numpy's large logsumexp makes a few), and fewer than a
+    sequential forward pass makes (at least 2 a step)."""
+    from benchmarks.calls import count_calls
+
+    T, S = 64, 3
+    shapes = {"init": (S,), "trans": (T, S, S)}
+    variables = {k: Variable(k, Reals[s]) for k, s in shapes.items()}
+    program = compile_funsor(hmm_term(T, S, variables, False))
+    arrays = {k: backend_randn(*s) for k, s in shapes.items()}
+    calls = count_calls(program, arrays, BACKEND)
+    assert calls <= 2 * len(program.operations) < 3 * (T - 1)
+
+
+def test_counted_calls_of_hand_written_code():
+    from benchmarks.calls import count_calls
+
+    def three(x):
+        return ops.exp(x + 1).sum()  # add, exp, sum: three backend calls
+
+    x = from_numpy(np.ones((3, 2), np.float32))
+    assert count_calls(three, {"x": x}, BACKEND) == 3
+    np.testing.assert_allclose(to_numpy(three(x)), 6 * np.e**2, rtol=1e-6)
