@@ -81,6 +81,8 @@ def test_stats(program):
     assert sum(stats["by_op"].values()) == stats["operations"]
     assert stats["inputs"] == 4 and stats["constants"] == len(program.constants)
     assert stats["constant_bytes"] >= 0
+    python = stats["by_op"].get("tuple_item", 0)  # Python indexing, no call
+    assert stats["backend_calls"] == stats["operations"] - python
 
 
 # ------------------------------------------------------------------ autodiff

@@ -384,13 +384,21 @@ class OpProgram:
         return format_dot(self)
 
     def stats(self):
-        """Counts: ``operations``, ``by_op`` (op name -> count), ``inputs``,
-        ``constants`` and ``constant_bytes`` (bytes held by constants)."""
+        """Counts: ``operations``, ``backend_calls`` (operations that call
+        the backend: all but taking an item of a tuple result, which is
+        Python indexing), ``by_op`` (op name -> count), ``inputs``,
+        ``constants`` and ``constant_bytes`` (bytes held by constants).
+        ``benchmarks/calls.py`` counts the calls of a run instead, in the
+        backend's own terms (where one op is several calls)."""
+        from ..extra_ops import TupleItemOp
+
         by_op = {}
         for operation in self.operations:
             by_op[operation.op.name] = by_op.get(operation.op.name, 0) + 1
+        python = sum(isinstance(o.op, TupleItemOp) for o in self.operations)
         return {
             "operations": len(self.operations),
+            "backend_calls": len(self.operations) - python,
             "by_op": dict(sorted(by_op.items(), key=lambda kv: (-kv[1], kv[0]))),
             "inputs": len(self._input_leaves),
             "constants": len(self.constants),
