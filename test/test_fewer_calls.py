@@ -326,3 +326,19 @@ def test_counted_calls_of_hand_written_code():
     x = from_numpy(np.ones((3, 2), np.float32))
     assert count_calls(three, {"x": x}, BACKEND) == 3
     np.testing.assert_allclose(to_numpy(three(x)), 6 * np.e**2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("c", [1.5, -2.0, 3])
+def test_negations_fold_into_products_and_sums_with_numbers(c):
+    x = Variable("x", Reals[4])
+    with reflect:  # funsor's normal form would write -x as x * -1
+        terms = [-x * c, c * -x, -x + c, c + -x, -ops.tanh(x) * c]
+        kept = ops.exp(-x) * c  # nothing to fold the negation into
+    data = backend_randn(4)
+    for term in terms:
+        program = compile_funsor(term)
+        assert "neg" not in program.stats()["by_op"], term
+        assert_matches(program(x=data), term(x=Tensor(data)).data)
+    program = compile_funsor(kept)
+    assert program.stats()["by_op"]["neg"] == 1
+    assert_matches(program(x=data), kept(x=Tensor(data)).data)

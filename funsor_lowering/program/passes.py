@@ -8,7 +8,8 @@ outputs on every input) and whether it changed. They edit programs through
 - :func:`simplify`: identity ``permute`` / ``reshape`` / ``expand``, chains
   of ``reshape`` s, of ``expand`` s or of ``getslice`` s as one, ``x + 0``,
   ``x * 1`` and the other units of associative ops (Python-number units only,
-  which cannot change a result's dtype), ``-(-x)``, ``permute(permute(x))``,
+  which cannot change a result's dtype), ``-(-x)``, ``-x * c`` and
+  ``-x + c`` (for a number ``c``), ``permute(permute(x))``,
   and ``permute`` s folded into the ``einsum`` s they feed or follow;
 - :func:`eliminate_common_subexpressions`: equal operations on equal values
   compute once (never random ops);
@@ -172,6 +173,10 @@ def simplify(program):
             if inner is not None and isinstance(inner.op, ops.NegOp):
                 return inner.args[0]
             return None
+        if isinstance(op, (ops.MulOp, ops.AddOp)) and len(args) == 2:
+            folded = _fold_negation(editor, op, args, value_type)
+            if folded is not None:
+                return folded
         if type(op) in _UNITS and len(args) == 2:
             return _drop_unit(editor, _UNITS[type(op)], args, value_type)
         if isinstance(op, ops.EinsumOp):
@@ -205,6 +210,28 @@ def _drop_unit(editor, unit, args, value_type):
         if kept_type is None or value_type is None or kept_type != value_type:
             continue
         return keep
+    return None
+
+
+def _fold_negation(editor, op, args, value_type):
+    """``-x * c`` is ``x * -c`` and ``-x + c`` is ``c - x`` for a Python
+    number ``c`` and real ``x`` (one op where there were two; integers may
+    be unsigned, where negation wraps)."""
+    if value_type is None or value_type.kind != "real":
+        return None
+    for negated, other in ((args[0], args[1]), (args[1], args[0])):
+        inner = editor.producer(negated)
+        if inner is None or not isinstance(inner.op, ops.NegOp):
+            continue
+        c = editor.constant_value(other)
+        if isinstance(c, bool) or not isinstance(c, (int, float)):
+            continue
+        (x,) = inner.args
+        if editor.value_type(x) != value_type:
+            continue
+        if isinstance(op, ops.MulOp):
+            return editor.emit(ops.mul, (x, editor.add_constant(-c)), False, value_type)
+        return editor.emit(ops.sub, (other, x), False, value_type)
     return None
 
 
