@@ -290,3 +290,24 @@ def test_ops_with_several_outputs_are_recorded():
     a = backend_randn(4, 3)
     assert_matches(program(a=a), fn(a))
     assert_matches(program(a=a)["product"], a)
+
+
+def test_abstract_results_are_remembered_by_shape_and_stay_distinct_values():
+    """Abstract evaluation is cached per op and argument shapes and dtypes:
+    the same op on two traced values of one shape gives two values (the
+    program computes both, and each is read where it is used)."""
+    from funsor_lowering.tracing import abstract
+
+    def fn(x, y):
+        a, b = ops.exp(x), ops.exp(y)  # one cached signature, two values
+        return a + b * 2, a * 2.5
+
+    abstract._RESULT_TYPES.clear()
+    arrays = fresh({"x": (3,), "y": (3,)})
+    program = trace_function(fn, arrays)
+    assert program.stats()["by_op"]["exp"] == 2
+    assert any(key[0] is ops.exp for key in abstract._RESULT_TYPES)
+    again = fresh({"x": (3,), "y": (3,)})
+    expected = fn(**again)
+    for actual, want in zip(program(**again), expected):
+        assert_matches(actual, want)

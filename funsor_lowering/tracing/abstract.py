@@ -29,12 +29,63 @@ from .symbolic import SymbolicArray
 
 def abstract_result(op, args, kwargs, backend, call):
     """``call(op, *args, **kwargs)``'s result, with symbolic arrays for
-    arrays: a :class:`SymbolicArray` or a tuple of them."""
+    arrays: a :class:`SymbolicArray` or a tuple of them. Results are
+    remembered per op and argument shapes and dtypes (a traced recipe
+    applies few distinct ops to few distinct shapes, many times)."""
     if isinstance(op, ops.FinfoOp):  # a function of the dtype alone
         args = [
             backend.stand_in_for(a) if isinstance(a, SymbolicArray) else a for a in args
         ]
         return call(op, *args, **kwargs)
+    key = _cache_key(op, args, kwargs, backend)
+    types = _RESULT_TYPES.get(key) if key is not None else None
+    if types is None:
+        result = _evaluate(op, args, kwargs, backend, call)
+        if key is None:
+            return result
+        types = _types_of(result)
+        if len(_RESULT_TYPES) >= _CACHE_SIZE:
+            _RESULT_TYPES.clear()
+        _RESULT_TYPES[key] = types
+    if isinstance(types, list):
+        return tuple(SymbolicArray(*t) for t in types)
+    return SymbolicArray(*types)
+
+
+_RESULT_TYPES = {}  # op and argument signature -> result (shape, dtype)s
+_CACHE_SIZE = 1 << 14
+
+
+def _cache_key(op, args, kwargs, backend):
+    """A hashable key of everything the result's shape and dtype depend on,
+    or ``None`` (an argument that is no array, number or tuple of them)."""
+    try:
+        signature = tuple(_signature(a, backend) for a in args)
+        signature += tuple((k, _signature(v, backend)) for k, v in kwargs.items())
+        key = (op, backend.name, signature)
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _signature(value, backend):
+    if isinstance(value, SymbolicArray) or backend.is_array(value):
+        return ("array", tuple(value.shape), str(value.dtype))
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__,) + tuple(_signature(v, backend) for v in value)
+    if value is None or isinstance(value, (bool, int, float, str, slice)):
+        return (type(value).__name__, repr(value))
+    raise TypeError(type(value))
+
+
+def _types_of(result):
+    if isinstance(result, tuple):
+        return [(r.shape, r.dtype) for r in result]
+    return (result.shape, result.dtype)
+
+
+def _evaluate(op, args, kwargs, backend, call):
     draws = isinstance(op, RANDOM_OP_TYPES)
     rule = _RULES.get(type(op))
     if rule is not None and not backend.keyed:
