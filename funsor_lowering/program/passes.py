@@ -405,11 +405,19 @@ PASSES = (
 )
 
 
+# Passes run in the first round only: ``vectorize`` batches every level of
+# a program at once, and rebuilding a large program it cannot batch again
+# each round costs more than the other passes together.
+FIRST_ROUND_ONLY = (vectorize,)
+
+
 def optimize(program, passes=PASSES, max_rounds=4):
     """Run ``passes`` in order until none changes the program."""
-    for _ in range(max_rounds):
+    for round_ in range(max_rounds):
         modified = False
         for run_pass in passes:
+            if round_ and run_pass in FIRST_ROUND_ONLY:
+                continue
             program, changed = run_pass(program)
             modified = modified or changed
         if not modified:
