@@ -62,6 +62,7 @@ def hmm(T):
 
 
 def measure(T, how, repeats):
+    from benchmarks.calls import count_calls
     from funsor_lowering import compile_function, compile_funsor
 
     rng = np.random.RandomState(0)
@@ -94,6 +95,7 @@ def measure(T, how, repeats):
         "build": build,
         "compile": compile_time,
         "operations": len(program.operations),
+        "calls": count_calls(program, data, "numpy"),
         "eager": medians["eager"],
         "ours": medians["ours"],
     }
@@ -127,10 +129,11 @@ def main(argv=None):
         f"Lazily built chains, numpy, {os.cpu_count()} cpus: medians of "
         f"{args.repeats} interleaved repeats (`python -m benchmarks.lazy_chains"
         f"{' --write' if args.write else ''}`); `eager` is funsor's "
-        "`sequential_sum_product` on the arrays, per call."
+        "`sequential_sum_product` on the arrays, per call; `calls` are the "
+        "program's numpy calls in one call (`benchmarks/calls.py`)."
     )
     emit("")
-    header = ["built with", "T", "lazy build", "compile", "operations"]
+    header = ["built with", "T", "lazy build", "compile", "operations", "calls"]
     header += ["eager", "ours", "eager/ours"]
     emit("| " + " | ".join(header) + " |")
     emit("|" + "---|" * len(header))
@@ -142,7 +145,8 @@ def main(argv=None):
                 what = "an HMM with emissions in `compile_function`"
             build = fmt(r["build"]) if how != "compile_function" else "none"
             row = [what, str(T), build, fmt(r["compile"])]
-            row += [str(r["operations"]), fmt(r["eager"]), fmt(r["ours"])]
+            row += [str(r["operations"]), str(r["calls"])]
+            row += [fmt(r["eager"]), fmt(r["ours"])]
             row.append(f"{r['eager'] / r['ours']:.1f}x")
             emit("| " + " | ".join(row) + " |")
     if args.write:

@@ -1,7 +1,8 @@
 """Run the benchmark suite and print ratios.
 
     python -m benchmarks [--backend numpy|torch|jax] [--repeats 7]
-    python -m benchmarks --all --write      # every backend, then RESULTS.md + PNG
+    python -m benchmarks --all --write      # every backend and the scale
+                                            # benchmarks, then RESULTS.md + PNG
 
 Per case: median per-call time (interleaved repeats) of
 - ``eager``: funsor eager, what a user pays per call (for the sum-product
@@ -18,7 +19,9 @@ Per case: median per-call time (interleaved repeats) of
 then the ratios of ours to the best hand-written code (not compiled) and of
 ours jit to the best hand-written code (compiled or not), and the backend
 calls of each (``benchmarks/calls.py``). Then compile time of the HMM for
-T = 10, 100, 1000 (linear growth expected).
+T = 10, 100, 1000 (linear growth expected). With ``--all --write``, also
+the scale benchmarks (``benchmarks.lazy_chains``: HMMs up to T = 10,000;
+``benchmarks.autogaussian``: Pyro's AutoGaussian), included in RESULTS.md.
 """
 
 import argparse
@@ -278,9 +281,52 @@ def write_results(results, path=os.path.join(HERE, "RESULTS.md")):
     ]
     for result in results:
         sections += ["", f"## {result['backend']}", "", table(result)]
+    sections += scale_sections(os.path.dirname(path))
     with open(path, "w") as f:
         f.write("\n".join(sections) + "\n")
     chart(results, os.path.join(os.path.dirname(path), "results.png"))
+
+
+# The scale benchmarks: each writes its own RESULTS file, which RESULTS.md
+# includes (section title, module, file).
+SCALE = (
+    (
+        "HMMs and chains at T = 10 ... 10,000",
+        "benchmarks.lazy_chains",
+        "RESULTS_lazy_chains.md",
+    ),
+    (
+        "AutoGaussian on a pyro-cov model",
+        "benchmarks.autogaussian",
+        "RESULTS_autogaussian.md",
+    ),
+)
+
+
+def run_scale_benchmarks():
+    """Run each scale benchmark with ``--write`` (one process each)."""
+    for _, module, _ in SCALE:
+        print(f"running python -m {module} --write", file=sys.stderr, flush=True)
+        subprocess.run(
+            [sys.executable, "-m", module, "--write"],
+            check=True,
+            cwd=os.path.dirname(HERE),
+            stdout=subprocess.DEVNULL,
+        )
+
+
+def scale_sections(directory):
+    """The scale benchmarks' results, read from their files."""
+    sections = ["", "## Scale"]
+    for title, module, name in SCALE:
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            body = f.read().split("\n", 1)[1].strip()  # without its title
+        sections += ["", f"### {title}", "", f"From `python -m {module} --write`:"]
+        sections += ["", body]
+    return sections
 
 
 def chart(results, path):
@@ -321,6 +367,11 @@ def main(argv=None):
     parser.add_argument("--all", action="store_true", help="every backend")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--no-compile-times", action="store_true")
+    parser.add_argument(
+        "--no-scale",
+        action="store_true",
+        help="with --all --write: keep the scale results as they are",
+    )
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--write", action="store_true", help="write RESULTS.md and results.png"
@@ -353,6 +404,8 @@ def main(argv=None):
         print(f"\n## {result['backend']}\n")
         print(table(result))
     if args.write:
+        if args.all and not args.no_scale:
+            run_scale_benchmarks()
         write_results(results)
         print(f"\nwrote {os.path.join(HERE, 'RESULTS.md')} and results.png")
 
