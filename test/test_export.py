@@ -40,6 +40,20 @@ def test_jit_matches_the_program(program):
         assert_matches(jitted(**arrays), program(**arrays), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile is torch's")
+def test_jit_with_torch_compile_matches_the_program(program):
+    compiled = program.jit(compiler="compile")
+    for _ in range(2):  # first call compiles (inductor), second runs it
+        arrays = random_arrays(DOMAINS)
+        assert_matches(compiled(**arrays), program(**arrays), rtol=1e-5, atol=1e-5)
+
+
+def test_jit_names_the_compilers_of_the_backend(program):
+    message = "torch programs support" if BACKEND == "torch" else "for torch"
+    with pytest.raises(ValueError, match=message):
+        program.jit(compiler="xla" if BACKEND == "torch" else "compile")
+
+
 def test_jit_validates_inputs(program):
     arrays = random_arrays(DOMAINS)
     arrays["x"] = backend_randn(4)

@@ -77,9 +77,14 @@ class ArrayBackend:
     copy_function = None
     copy_source = None
 
-    def jit(self, program):
+    def jit(self, program, compiler=None):
         """A jit-compiled callable equivalent to ``program`` (by default the
         program itself: numpy has no jit)."""
+        if compiler is not None:
+            raise ValueError(
+                f"jit(compiler={compiler!r}) is for torch programs; this one "
+                f"runs on {self.name}"
+            )
         return program
 
     # dtypes of random draws (symbolic tracing's shape rules)

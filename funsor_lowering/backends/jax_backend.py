@@ -95,7 +95,9 @@ class JaxBackend(ArrayBackend):
         result = jax.eval_shape(concrete, *structs)
         return jax.tree_util.tree_map(lambda s: SymbolicArray(s.shape, s.dtype), result)
 
-    def jit(self, program):
+    def jit(self, program, compiler=None):
+        if compiler is not None:
+            super().jit(program, compiler)  # raises: jax has one jit
         # Inputs enter the jitted function as flat leaves and outputs leave
         # it as a flat tuple, nested again outside (jax sorts dict keys,
         # which fails for keys of mixed types such as IntEnum and str).

@@ -22,8 +22,15 @@ class TorchBackend(ArrayBackend):
     array_type_name = "torch.Tensor"
     copy_function, copy_source = staticmethod(torch.clone), "torch.clone"
 
-    def jit(self, program):
-        return TracedProgram(program)
+    def jit(self, program, compiler=None):
+        if compiler in (None, "trace"):
+            return TracedProgram(program)
+        if compiler == "compile":
+            return CompiledProgram(program)
+        raise ValueError(
+            f"jit(compiler={compiler!r}): torch programs support "
+            f"compiler='trace' (torch.jit.trace) and 'compile' (torch.compile)"
+        )
 
     def is_array(self, value):
         return isinstance(value, torch.Tensor)
@@ -133,6 +140,25 @@ class TracedProgram:
                 stacklevel=3,
             )
             return flat_program
+
+
+class CompiledProgram(TracedProgram):
+    """``program`` through ``torch.compile(fullgraph=True)`` (inductor: fused
+    kernels), compiled on the first call for each tuple of input shapes and
+    dtypes. Compiling takes seconds to minutes on CPU; calls are then
+    several times faster than ``torch.jit.trace`` on small arrays."""
+
+    def _trace(self, leaves):
+        # the generated body itself: its own code object, so that dynamo's
+        # cache (per code object) holds one entry per program
+        compiled = torch.compile(
+            self.program.specialized(leaves), fullgraph=True, dynamic=False
+        )
+
+        def flat_program(*arrays):
+            return tuple(iter_leaves(compiled(*arrays)))
+
+        return flat_program
 
 
 def program_to_fx(program, resolved):

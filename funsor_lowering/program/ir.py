@@ -353,11 +353,14 @@ class OpProgram:
         return values
 
     # ------------------------------------------------------------ jit, export
-    def jit(self):
+    def jit(self, compiler=None):
         """A jit-compiled callable with the program's signature and outputs:
-        ``jax.jit`` on jax, ``torch.jit.trace`` on torch (traced on the first
-        call, per input shapes and dtypes), the program itself on numpy."""
-        return self._array_backend.jit(self)
+        ``jax.jit`` on jax, the program itself on numpy; on torch
+        ``torch.jit.trace`` (``compiler="trace"``, the default) or
+        ``torch.compile(fullgraph=True)`` (``compiler="compile"``: seconds
+        to minutes to compile, faster calls), either done on the first call
+        per input shapes and dtypes."""
+        return self._array_backend.jit(self, compiler)
 
     def to_fx(self):
         """An equivalent ``torch.fx.GraphModule`` (torch backend only): one
