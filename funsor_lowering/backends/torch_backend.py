@@ -107,16 +107,24 @@ class TracedProgram:
 
     def __init__(self, program):
         self.program = program
-        self.traced = {}
+        self.traced = {}  # validated input signature -> traced function
         counter = itertools.count()
         self.structure = map_leaves(lambda _: next(counter), program.output)
+        self.names = [name for name, _, _ in program._input_leaves]
+        self.top_level = all(not path for _, path, _ in program._input_leaves)
 
     def __call__(self, **kwargs):
-        leaves = self.program.validate(kwargs)
-        key = tuple((tuple(v.shape), v.dtype) for v in leaves)
-        traced = self.traced.get(key)
+        traced = None
+        if self.top_level and len(kwargs) == len(self.names):
+            # a signature validated before needs no checks again
+            leaves = [kwargs.get(name) for name in self.names]
+            traced = self.traced.get(_signature(leaves))
         if traced is None:
-            traced = self.traced[key] = self._trace(leaves)
+            leaves = self.program.validate(kwargs)
+            key = _signature(leaves)
+            traced = self.traced.get(key)
+            if traced is None:
+                traced = self.traced[key] = self._trace(leaves)
         flat = traced(*leaves)
         return map_leaves(lambda k: flat[k], self.structure)
 
@@ -140,6 +148,12 @@ class TracedProgram:
                 stacklevel=3,
             )
             return flat_program
+
+
+def _signature(leaves):
+    return tuple(
+        (type(v), getattr(v, "shape", None), getattr(v, "dtype", None)) for v in leaves
+    )
 
 
 class CompiledProgram(TracedProgram):
