@@ -92,8 +92,9 @@ class NumpyBackend(ArrayBackend):
         ops.LogaddexpOp: np.logaddexp,
         ops.SigmoidOp: _sigmoid(),
         ops.CholeskyInverseOp: cholesky_inverse,
-        ops.QrOp: qr,
     }
+    if np.lib.NumpyVersion(np.__version__) >= "2.0.0":  # batched linalg.qr
+        fast_implementations[ops.QrOp] = qr
     # a copy (numpy scalars become 0-d arrays, as the program's outputs are)
     copy_function, copy_source = staticmethod(np.array), "np.array"
 

@@ -19,6 +19,9 @@ A **group** is operations that
 The batched operation stacks the members along a new leading axis. It reads
 the stacked constants, the earlier group's batched value (whole, a strided
 slice, or gathered by an index constant), or the shared value, broadcast.
+Slices ``x[i, ...]`` of one array at several integers ``i`` (a chain's
+factors, planned in rounds by ``rules/contraction.py``) form a group too:
+one strided slice of ``x``, or a gather.
 Members that unbatched operations or the output read are taken back out
 with ``getitem``. Random operations are never batched and keep their order.
 
