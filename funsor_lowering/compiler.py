@@ -29,6 +29,7 @@ from .lowering import LoweredTuple, build, lower_term
 from .program import ValueType, iter_leaves, map_leaves
 from .program.editor import Editor
 from .program.passes import optimize
+from .program.runtime import prepared
 from .subprograms import inline_segments
 
 
@@ -148,7 +149,7 @@ def compile_structure(structure, *, inputs=None, memo=None, input_types=None):
         )
         builder = ProgramBuilder(inputs, input_types)
         program = builder.build(map_leaves(_untuple, lowered))
-        return optimize(inline_segments(program))
+        return prepared(optimize(inline_segments(program)))
 
 
 @contextlib.contextmanager

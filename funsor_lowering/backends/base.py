@@ -77,6 +77,32 @@ class ArrayBackend:
     copy_function = None
     copy_source = None
 
+    def is_compiling(self):
+        """Whether a backend compiler (``torch.compile``) is tracing Python
+        now: generated code must then run without generating more."""
+        return False
+
+    def preserved_random_state(self):
+        """A context restoring the backend's global random state on exit
+        (for runs that must not draw for the caller)."""
+        return _NumpyRandomState()
+
+    def example_inputs(self, program):
+        """Inputs for ``program`` (its input nesting, stand-in arrays)."""
+        from ..structure import map_leaves
+
+        def example(value_type):
+            dtype = {"real": self.float_dtype, "int": self.int_dtype}.get(
+                value_type.kind, np.dtype("bool")
+            )
+            dtype = self.numpy_dtype(dtype)
+            return self.from_stand_in(stand_in(value_type.shape, dtype))
+
+        return {
+            name: map_leaves(example, spec)
+            for name, spec in program.input_types.items()
+        }
+
     def jit(self, program, compiler=None):
         """A jit-compiled callable equivalent to ``program`` (by default the
         program itself: numpy has no jit)."""
@@ -140,6 +166,14 @@ class ArrayBackend:
         tracing: route backend calls that funsor makes outside ``funsor.ops``
         (jax's key splitting) through ops."""
         return {}
+
+
+class _NumpyRandomState:
+    def __enter__(self):
+        self.state = np.random.get_state()
+
+    def __exit__(self, *exc):
+        np.random.set_state(self.state)
 
 
 def stand_in(shape, dtype):

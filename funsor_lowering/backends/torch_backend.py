@@ -35,6 +35,12 @@ class TorchBackend(ArrayBackend):
     def is_array(self, value):
         return isinstance(value, torch.Tensor)
 
+    def is_compiling(self):
+        return torch.compiler.is_compiling()
+
+    def preserved_random_state(self):
+        return torch.random.fork_rng(devices=[])
+
     def dtype_kind(self, value):
         return dtype_kind(value.dtype)
 

@@ -280,11 +280,24 @@ class OpProgram:
                 raise ValueError(f"output refers to undefined value {leaf!r}")
 
     # ---------------------------------------------------------------- calling
-    @property
-    def __call__(self):
-        """``program(**arrays)``: the generated entry point itself (a property,
-        so a call costs no extra Python frame; see :class:`Runtime`)."""
-        return self._runtime.entry
+    def __call__(self, *args, **kwargs):
+        """``program(**arrays)``: the generated entry point (see
+        :class:`Runtime`)."""
+        return self._runtime.entry(*args, **kwargs)
+
+    def prepare(self):
+        """Generate the program's code for its backend's own arrays now, as
+        its first call would, running it once on stand-in inputs without
+        drawing from the global random state; returns the program. Then
+        ``torch.compile(program)`` (or a function calling it) can trace a
+        call without graph breaks: a compiler's tracer cannot generate
+        code. ``compile_funsor``, ``compile_function`` and
+        ``trace_function`` prepare torch programs."""
+        backend = self._array_backend
+        values = self.validate(backend.example_inputs(self))
+        with backend.preserved_random_state():
+            self._runtime.body(values)
+        return self
 
     def specialized(self, leaves):
         """The generated body for the types of validated input ``leaves``:

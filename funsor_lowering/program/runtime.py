@@ -56,6 +56,8 @@ class Runtime:
 
     def call_checked(self, *args, **kwargs):
         """A call the entry could not serve: validate, run, remember."""
+        if self.program._array_backend.is_compiling():
+            return self.call_traced(kwargs)
         if args:
             raise TypeError(
                 f"OpProgram takes keyword arguments only "
@@ -66,6 +68,22 @@ class Runtime:
         body, outputs = self.body(values)
         self.remember(kwargs, values, body)
         return body(*values) if outputs is None else outputs
+
+    def call_traced(self, kwargs):
+        """A call while a backend compiler traces the program (``torch.compile``
+        runs Python through its own tracer, which cannot generate code or
+        take locks): validate and run the body generated before for the
+        inputs' types (see :meth:`OpProgram.prepare`)."""
+        values = self.program.validate(kwargs)
+        body = self.bodies.get(tuple(map(type, values)))
+        if body is None:
+            raise RuntimeError(
+                f"{self.program!r} has no generated code for inputs of types "
+                f"({', '.join(type(v).__name__ for v in values)}) yet, and "
+                f"cannot generate it while a compiler traces it: call "
+                f"program.prepare() (or the program once) before compiling"
+            )
+        return body(*values)
 
     def body(self, values):
         """``(body, outputs)``: the generated body for the types of
@@ -109,6 +127,19 @@ class Runtime:
 
     def cache_info(self):
         return {"signatures": len(self.signatures), "bodies": len(self.bodies)}
+
+
+def prepared(program):
+    """``program``, its code generated now where a backend compiler may
+    trace it (torch: :meth:`OpProgram.prepare`). Preparing runs the
+    program on stand-in inputs; where that fails (values a stand-in does not
+    satisfy), the first call generates the code instead."""
+    if program.backend == "torch":
+        try:
+            program.prepare()
+        except Exception:  # noqa: BLE001 - only a missed optimization
+            pass
+    return program
 
 
 def check_nesting(name, spec, value, path=()):

@@ -71,6 +71,7 @@ from ..program import (
 from ..program.codegen import bind_call
 from ..program.editor import Editor
 from ..program.passes import optimize
+from ..program.runtime import prepared
 from ..sound_algebra import is_normal_contraction
 from . import gaussian_patterns
 from .abstract import abstract_result
@@ -612,7 +613,7 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
         visit(node, "an output")
         return number[id(node)]
 
-    return optimize(editor.finish(map_leaves(output, result)))
+    return prepared(optimize(editor.finish(map_leaves(output, result))))
 
 
 def _needed(roots):
