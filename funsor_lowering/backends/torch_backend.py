@@ -2,6 +2,8 @@
 ``torch.fx``."""
 
 import itertools
+import statistics
+import time
 import typing
 import warnings
 
@@ -23,13 +25,16 @@ class TorchBackend(ArrayBackend):
     copy_function, copy_source = staticmethod(torch.clone), "torch.clone"
 
     def jit(self, program, compiler=None):
-        if compiler in (None, "trace"):
+        if compiler is None:
+            return FastestProgram(program)
+        if compiler == "trace":
             return TracedProgram(program)
         if compiler == "compile":
             return CompiledProgram(program)
         raise ValueError(
-            f"jit(compiler={compiler!r}): torch programs support "
-            f"compiler='trace' (torch.jit.trace) and 'compile' (torch.compile)"
+            f"jit(compiler={compiler!r}): torch programs support compiler=None "
+            f"(the fastest), 'trace' (torch.jit.trace) and 'compile' "
+            f"(torch.compile)"
         )
 
     def is_array(self, value):
@@ -179,6 +184,55 @@ class CompiledProgram(TracedProgram):
             return tuple(iter_leaves(compiled(*arrays)))
 
         return flat_program
+
+
+class FastestProgram:
+    """Whichever of ``torch.jit.trace``, ``torch.compile`` and the program
+    itself runs a call fastest, chosen on the first call for each tuple of
+    input shapes and dtypes: each is compiled and timed (medians of a few
+    calls, drawing nothing from the caller's random state), then the call
+    runs on the fastest."""
+
+    TIMED_CALLS = 5
+
+    def __init__(self, program):
+        self.program = program
+        self.candidates = {
+            "trace": TracedProgram(program),
+            "compile": CompiledProgram(program),
+            "program": program,
+        }
+        self.chosen = {}  # validated input signature -> candidate name
+        self.names = [name for name, _, _ in program._input_leaves]
+        self.top_level = all(not path for _, path, _ in program._input_leaves)
+
+    def __call__(self, **kwargs):
+        name = None
+        if self.top_level and len(kwargs) == len(self.names):
+            leaves = [kwargs.get(name) for name in self.names]
+            name = self.chosen.get(_signature(leaves))
+        if name is None:
+            key = _signature(self.program.validate(kwargs))
+            name = self.chosen.get(key)
+            if name is None:
+                name = self.chosen[key] = self._fastest(kwargs)
+        return self.candidates[name](**kwargs)
+
+    def _fastest(self, kwargs):
+        times = {}
+        with torch.random.fork_rng(devices=[]):
+            for name, candidate in self.candidates.items():
+                try:
+                    candidate(**kwargs)  # compiles
+                except Exception:  # noqa: BLE001 - that compiler cannot
+                    continue
+                samples = []
+                for _ in range(self.TIMED_CALLS):
+                    start = time.perf_counter()
+                    candidate(**kwargs)
+                    samples.append(time.perf_counter() - start)
+                times[name] = statistics.median(samples)
+        return min(times, key=times.get)
 
 
 def program_to_fx(program, resolved):

@@ -368,11 +368,14 @@ class OpProgram:
     # ------------------------------------------------------------ jit, export
     def jit(self, compiler=None):
         """A jit-compiled callable with the program's signature and outputs:
-        ``jax.jit`` on jax, the program itself on numpy; on torch
-        ``torch.jit.trace`` (``compiler="trace"``, the default) or
-        ``torch.compile(fullgraph=True)`` (``compiler="compile"``: seconds
-        to minutes to compile, faster calls), either done on the first call
-        per input shapes and dtypes."""
+        ``jax.jit`` on jax, the program itself on numpy. On torch, by
+        default, the faster of ``torch.jit.trace`` and
+        ``torch.compile(fullgraph=True)`` (or the program itself, faster
+        than both on tiny programs), each compiled and timed on the first
+        call per input shapes and dtypes; ``compiler="trace"`` or
+        ``compiler="compile"`` picks one (``torch.compile`` takes seconds
+        to minutes to compile on CPU, and runs small arrays several times
+        faster)."""
         return self._array_backend.jit(self, compiler)
 
     def to_fx(self):
