@@ -77,6 +77,15 @@ class ArrayBackend:
     copy_function = None
     copy_source = None
 
+    def to_device(self, array, device):
+        """``array`` on ``device`` (numpy: the CPU only)."""
+        if str(device) != "cpu":
+            raise ValueError(
+                f"to({device!r}): {self.name} arrays live on the CPU only "
+                f"(device 'cpu')"
+            )
+        return array
+
     def is_compiling(self):
         """Whether a backend compiler (``torch.compile``) is tracing Python
         now: generated code must then run without generating more."""

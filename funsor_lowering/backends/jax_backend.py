@@ -56,6 +56,9 @@ class JaxBackend(ArrayBackend):
             "import jax.numpy as jnp",
         )
 
+    def to_device(self, array, device):
+        return jax.device_put(array, device)
+
     def fast_call(self, op_type, operands, params, dispatched):
         # jax.numpy's argument handling costs more than the work on small
         # arrays: layout ops become jax.lax primitives (jax_primitives)

@@ -43,6 +43,9 @@ class TorchBackend(ArrayBackend):
     def is_compiling(self):
         return torch.compiler.is_compiling()
 
+    def to_device(self, array, device):
+        return array.to(device)
+
     def preserved_random_state(self):
         return torch.random.fork_rng(devices=[])
 

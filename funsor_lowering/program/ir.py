@@ -285,6 +285,25 @@ class OpProgram:
         :class:`Runtime`)."""
         return self._runtime.entry(*args, **kwargs)
 
+    def to(self, device):
+        """This program with its array constants on ``device`` (a torch
+        device or device name; a jax ``Device``); numpy programs take
+        ``"cpu"`` only. Inputs must be on ``device`` too: a call with inputs
+        elsewhere fails with the backend's error naming both devices."""
+        backend = self._array_backend
+        constants = [
+            backend.to_device(c, device) if backend.is_array(c) else c
+            for c in self.constants
+        ]
+        return OpProgram(
+            constants,
+            self.input_types,
+            self.operations,
+            self.output,
+            value_types=self._operation_types,
+            backend=self.backend,
+        )
+
     def prepare(self):
         """Generate the program's code for its backend's own arrays now, as
         its first call would, running it once on stand-in inputs without
