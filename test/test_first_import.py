@@ -23,12 +23,13 @@ NAMES = sorted(funsor_lowering.__all__) + ["__version__"]
 OPTIONAL = {
     "funsor_lowering.backends.torch_backend": ("torch",),
     "funsor_lowering.backends.jax_backend": ("jax",),
+    "funsor_lowering.backends.jax_primitives": ("jax",),
     "funsor_lowering.pyro": ("torch", "pyro"),
 }
 
 
 def _missing(module):
-    if module == "funsor_lowering.backends.jax_backend" and BACKEND != "jax":
+    if module.startswith("funsor_lowering.backends.jax_") and BACKEND != "jax":
         return ["the jax backend (importing the jax adapter selects it)"]
     for prefix, needs in OPTIONAL.items():
         if module == prefix or module.startswith(prefix + "."):

@@ -22,11 +22,16 @@ Example::
 
 import math
 
-import jax
-from funsor import ops
-from jax import lax
+import funsor
 
-from ..extra_ops import RandnWithKeyOp, SplitKeyOp
+if funsor.get_backend() != "jax":  # as jax_backend: funsor breaks otherwise
+    funsor.set_backend("jax")
+
+import jax  # noqa: E402
+from funsor import ops  # noqa: E402
+from jax import lax  # noqa: E402
+
+from ..extra_ops import RandnWithKeyOp, SplitKeyOp  # noqa: E402
 
 
 def specialize(op_type, operands, params):
