@@ -285,6 +285,16 @@ class OpProgram:
         :class:`Runtime`)."""
         return self._runtime.entry(*args, **kwargs)
 
+    def vmap(self, in_axes):
+        """This program mapped over a new leading batch axis: ``in_axes``
+        maps each input name to ``0`` (the input gets the axis) or ``None``
+        (shared by every member). Returns a
+        :class:`~funsor_lowering.program.vmap.VmappedProgram`: one operation
+        per operation, for any batch size (not a loop)."""
+        from .vmap import VmappedProgram
+
+        return VmappedProgram(self, in_axes)
+
     def to(self, device):
         """This program with its array constants on ``device`` (a torch
         device or device name; a jax ``Device``); numpy programs take

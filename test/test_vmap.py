@@ -1,0 +1,144 @@
+"""``program.vmap(in_axes)`` (issue 17.2): the same program over a new
+leading batch axis, for any batch size, with as many operations whatever
+the size. References: the unbatched program on each member (itself checked
+against funsor elsewhere)."""
+
+import pickle
+
+import funsor
+import numpy as np
+import pytest
+from funsor import ops
+from funsor.domains import Reals
+from funsor.terms import Variable
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from benchmarks.cases import CASES, FFBS, TracedCase, random_inputs
+from funsor_lowering import compile_funsor, trace_function
+
+from .helpers import assert_matches, from_numpy, to_numpy
+from .strategies import expressions
+
+BACKEND = funsor.get_backend()
+CASE_NAMES = ["affine", "hmm_T10", "hmm_emit_T100", "plated_N20", "tree", "kalman_T10"]
+
+
+def case_program(name):
+    case = next(c for c in CASES if c.name == name)
+    arrays = random_inputs(case)
+    if isinstance(case, TracedCase):
+        return case.program(arrays), arrays
+    return compile_funsor(case.symbolic()), arrays
+
+
+def batch_of(arrays, names, size):
+    return {
+        k: from_numpy(np.stack([to_numpy(v) * (1 + 0.1 * i) for i in range(size)]))
+        if k in names
+        else v
+        for k, v in arrays.items()
+    }
+
+
+def member(arrays, names, i):
+    return {k: (v[i] if k in names else v) for k, v in arrays.items()}
+
+
+def check_vmap(program, arrays, names, sizes=(1, 3), **tolerances):
+    batched = program.vmap({k: (0 if k in names else None) for k in program.inputs})
+    counts = set()
+    for size in sizes:
+        data = batch_of(arrays, names, size)
+        actual = batched(**data)
+        expected = np.stack(
+            [to_numpy(program(**member(data, names, i))) for i in range(size)]
+        )
+        assert_matches(actual, expected, **tolerances)
+        counts.add(len(batched.for_size(size).operations))
+    assert counts == {len(batched.operations)}  # independent of the size
+    return batched
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_vmap_over_one_input_and_over_all(name):
+    program, arrays = case_program(name)
+    names = list(program.inputs)
+    check_vmap(program, arrays, names[:1], rtol=1e-4, atol=1e-4)
+    check_vmap(program, arrays, names, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_vmap_of_generated_expressions(data):
+    expr = data.draw(expressions((), depth=3))
+    program = compile_funsor(expr)
+    if not program.inputs:
+        return
+    names = data.draw(
+        st.lists(st.sampled_from(program.inputs), min_size=1, unique=True)
+    )
+    rng = np.random.RandomState(0)
+    arrays = {
+        k: from_numpy(np.asarray(rng.randn(*t.shape)))
+        for k, t in program.input_types.items()
+    }
+    check_vmap(program, arrays, names, sizes=(2, 4), rtol=1e-5, atol=1e-6)
+
+
+def test_one_batched_program_serves_every_size_and_pickles():
+    program, arrays = case_program("hmm_T10")
+    batched = program.vmap({"init": 0, "trans": None})
+    for size in (1, 2, 7):
+        data = batch_of(arrays, ["init"], size)
+        assert tuple(batched(**data).shape) == (size,)
+    again = pickle.loads(pickle.dumps(batched))
+    data = batch_of(arrays, ["init"], 5)
+    assert_matches(again(**data), batched(**data))
+
+
+def test_jit_of_a_vmapped_program():
+    program, arrays = case_program("tree")
+    batched = program.vmap({k: 0 for k in program.inputs})
+    jitted = batched.jit()
+    for size in (2, 3):
+        data = batch_of(arrays, list(program.inputs), size)
+        assert_matches(jitted(**data), batched(**data), rtol=1e-5, atol=1e-5)
+
+
+def test_bad_in_axes_and_mismatched_batch_sizes_raise_clear_errors():
+    x, y = Variable("x", Reals[3]), Variable("y", Reals[3])
+    program = compile_funsor((x * y).sum())
+    with pytest.raises(ValueError, match=r"unknown inputs \['z'\]"):
+        program.vmap({"z": 0})
+    with pytest.raises(ValueError, match="at least one 0"):
+        program.vmap({"x": None})
+    with pytest.raises(ValueError, match="0 .a new\\s+leading batch axis"):
+        program.vmap({"x": 1})
+    batched = program.vmap({"x": 0, "y": 0})
+    rng = np.random.RandomState(0)
+    with pytest.raises(ValueError, match=r"different leading sizes \[2, 4\]"):
+        batched(x=from_numpy(rng.randn(2, 3)), y=from_numpy(rng.randn(4, 3)))
+    with pytest.raises(ValueError, match="input 'x': expected shape"):
+        batched(x=from_numpy(rng.randn(2, 4)), y=from_numpy(rng.randn(2, 3)))
+
+
+def test_random_draws_are_not_batched():
+    case = FFBS()
+    program = case.program(random_inputs(case))
+    with pytest.raises(NotImplementedError, match="random draws are not batched"):
+        program.vmap({name: 0 for name in program.inputs if name != "rng_key"})
+
+
+def test_a_shared_output_is_broadcast_over_the_batch():
+    def fn(x, y):
+        return ops.exp(x), ops.sum(y * 2, -1)
+
+    rng = np.random.RandomState(0)
+    arrays = {"x": from_numpy(rng.randn(3)), "y": from_numpy(rng.randn(3))}
+    program = trace_function(fn, arrays)
+    batched = program.vmap({"x": 0, "y": None})
+    data = batch_of(arrays, ["x"], 4)
+    first, second = batched(**data)
+    assert tuple(first.shape) == (4, 3) and tuple(second.shape) == (4,)
+    assert_matches(second, np.full(4, to_numpy(program(**arrays)[1])))
