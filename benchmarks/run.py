@@ -308,6 +308,11 @@ SCALE = (
         "benchmarks.autogaussian",
         "RESULTS_autogaussian.md",
     ),
+    (
+        "Batching (program.vmap) and sharding over host devices",
+        "benchmarks.batching",
+        "RESULTS_batching.md",
+    ),
 )
 
 
