@@ -116,6 +116,10 @@ def test_jax_program_moved_to_another_device_runs_there():
         out = moved(x=jax.device_put(data, second))
         assert out.devices() == {second}, out.devices()
         np.testing.assert_allclose(out, program(x=data), rtol=1e-6)
+        # not moved: its numpy constants follow the inputs to their device
+        here = program(x=jax.device_put(data, second))
+        assert here.devices() == {second}, here.devices()
+        np.testing.assert_allclose(here, program(x=data), rtol=1e-6)
         print("ok")
         """,
         devices=2,

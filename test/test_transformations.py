@@ -162,6 +162,44 @@ def test_functional_grad_equals_autodiff_of_a_call(name):
         assert_matches(actual[k], expected[k], rtol=1e-4, atol=1e-4, path=k)
 
 
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_composed_transformations(name):
+    """jit of vmap and vmap of grad (jax); vmap of grad (torch)."""
+    program = PROGRAMS[name]()
+    arrays = arrays_for(program)
+    names = list(program.inputs)
+    first = names[0]
+    data = batched(arrays, [first])
+    in_dims = tuple(0 if k == first else None for k in names)
+
+    def fn(*values):
+        return program(**dict(zip(names, values)))
+
+    def total(*values):
+        return fn(*values).sum()
+
+    grads = vmap(grad_of_first(total), in_dims)(*(data[k] for k in names))
+    for i in range(3):
+        member = {k: (v[i] if k == first else v) for k, v in data.items()}
+        expected = eager_grad(program, member)[first]
+        assert_matches(grads[i], expected, rtol=1e-4, atol=1e-4, path=str(i))
+    if BACKEND == "jax":
+        import jax
+
+        jitted = jax.jit(jax.vmap(fn, in_axes=in_dims))(*(data[k] for k in names))
+        assert_matches(jitted, per_example(program, data, [first]), rtol=1e-4)
+
+
+def grad_of_first(fn):
+    if BACKEND == "torch":
+        import torch
+
+        return torch.func.grad(fn, argnums=0)
+    import jax
+
+    return jax.grad(fn, argnums=0)
+
+
 @pytest.mark.skipif(BACKEND != "jax", reason="jax transformations")
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_jax_jit_value_and_grad_and_scan(name):
