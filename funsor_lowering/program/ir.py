@@ -157,6 +157,12 @@ def as_value_type(spec):
     raise TypeError(f"expected a ValueType or funsor domain, got {spec!r}")
 
 
+# Program transformations built on this module, registered by name where
+# they are defined (``program/vmap.py``: "vmap"), so that this module does
+# not import them.
+TRANSFORMATIONS = {}
+
+
 class OpProgram:
     """A straight-line program of ``funsor.ops`` applications.
 
@@ -291,9 +297,7 @@ class OpProgram:
         (shared by every member). Returns a
         :class:`~funsor_lowering.program.vmap.VmappedProgram`: one operation
         per operation, for any batch size (not a loop)."""
-        from .vmap import VmappedProgram
-
-        return VmappedProgram(self, in_axes)
+        return TRANSFORMATIONS["vmap"](self, in_axes)
 
     def to(self, device):
         """This program with its array constants on ``device`` (a torch

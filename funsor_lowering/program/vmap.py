@@ -34,7 +34,7 @@ from ..extra_ops import RANDOM_OP_TYPES, TupleItemOp
 from ..structure import map_leaves
 from . import vectorize
 from .editor import Editor, Ref
-from .ir import OpProgram, ValueType
+from .ir import TRANSFORMATIONS, OpProgram, ValueType
 
 # Ops whose result depends on an operand's dtype only (never batched).
 _SHAPE_ONLY = (ops.NewZerosOp, ops.NewFullOp, ops.NewEyeOp, ops.FinfoOp)
@@ -89,8 +89,9 @@ def batched_program(program, in_axes, size):
         )
 
     from .passes import optimize
+    from .runtime import prepared
 
-    return optimize(editor.finish(map_leaves(output, program.output)))
+    return prepared(optimize(editor.finish(map_leaves(output, program.output))))
 
 
 def _batch(editor, operation, refs, flags, arg_types, member, size):
@@ -275,5 +276,7 @@ class VmappedProgram(OpProgram):
 
         return call
 
+
+TRANSFORMATIONS["vmap"] = VmappedProgram
 
 __all__ = ["VmappedProgram", "batched_program"]
