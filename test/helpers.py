@@ -197,3 +197,39 @@ def run_in_fresh_process(program, arrays, tmp_path, absent_module):
         timeout=300,
     )
     return pickle.loads((tmp_path / "out.pkl").read_bytes())
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_example(name, *args, env=None):
+    """``examples/<name>`` run as a user runs it (a fresh process); returns
+    the completed process (output captured)."""
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", name), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=None if env is None else {**os.environ, **env},
+        timeout=600,
+    )
+
+
+def chain_sum_product(factors, T):
+    """funsor's log-space ``sum_product`` of chain ``factors`` over
+    ``x0 .. x{T-1}``, built under ``reflect`` and planned by
+    ``apply_optimizer`` (what a funsor user compiles)."""
+    from funsor import ops
+    from funsor.interpretations import reflect
+    from funsor.optimizer import apply_optimizer
+    from funsor.sum_product import sum_product
+
+    with reflect:
+        expr = sum_product(
+            ops.logaddexp,
+            ops.add,
+            factors,
+            frozenset(f"x{t}" for t in range(T)),
+            frozenset(),
+        )
+        return apply_optimizer(expr)

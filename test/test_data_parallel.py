@@ -5,14 +5,11 @@ averaged by all-reduce, and checks the parameters equal single-process
 training on the full data (float64)."""
 
 import importlib.util
-import os
-import subprocess
-import sys
 
 import funsor
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from .helpers import run_example
 
 pytestmark = pytest.mark.skipif(
     funsor.get_backend() != "torch" or importlib.util.find_spec("pyro") is None,
@@ -21,12 +18,6 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_two_processes_train_as_one_on_the_full_data():
-    result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "examples", "data_parallel_svi.py")],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=600,
-    )
+    result = run_example("data_parallel_svi.py")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "2 processes x 32 data points, 20 steps: parameters equal" in result.stdout

@@ -16,10 +16,9 @@ from funsor.terms import Variable
 
 from funsor_lowering import compile_funsor
 
-from .helpers import assert_matches, backend_randn
+from .helpers import ROOT, assert_matches, backend_randn, run_example
 
 BACKEND = funsor.get_backend()
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def program_with_constants():
@@ -130,15 +129,7 @@ def test_jax_program_moved_to_another_device_runs_there():
 
 @pytest.mark.skipif(BACKEND != "jax", reason="jax sharding")
 def test_sharding_example_runs_as_a_script_on_8_host_devices():
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
-    result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "examples", "sharding.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=600,
-    )
+    flags = "--xla_force_host_platform_device_count=8"
+    result = run_example("sharding.py", env={"XLA_FLAGS": flags})
     assert result.returncode == 0, result.stderr[-3000:]
     assert "64 particles on 8 devices: P('particles',)" in result.stdout

@@ -13,8 +13,6 @@ import pytest
 from funsor import ops
 from funsor.domains import Reals
 from funsor.interpretations import reflect
-from funsor.optimizer import apply_optimizer
-from funsor.sum_product import sum_product
 from funsor.tensor import Tensor
 from funsor.terms import Variable
 from hypothesis import given
@@ -30,7 +28,13 @@ from funsor_lowering.rules.contraction import (
     plan_in_rounds,
 )
 
-from .helpers import assert_matches, backend_randn, from_numpy, to_numpy
+from .helpers import (
+    assert_matches,
+    backend_randn,
+    chain_sum_product,
+    from_numpy,
+    to_numpy,
+)
 
 BACKEND = funsor.get_backend()
 
@@ -98,15 +102,7 @@ def hmm_term(T, S, inputs, emissions):
         factors.append(trans[t][f"x{t - 1}", f"x{t}"])
         if emissions:
             factors.append(inputs["emit"][t][f"x{t}"])
-    with reflect:
-        expr = sum_product(
-            ops.logaddexp,
-            ops.add,
-            factors,
-            frozenset(f"x{t}" for t in range(T)),
-            frozenset(),
-        )
-        return apply_optimizer(expr)
+    return chain_sum_product(factors, T)
 
 
 @pytest.mark.parametrize("emissions", [False, True])

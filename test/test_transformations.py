@@ -10,16 +10,12 @@ import itertools
 import funsor
 import numpy as np
 import pytest
-from funsor import ops
 from funsor.domains import Reals
-from funsor.interpretations import reflect
-from funsor.optimizer import apply_optimizer
-from funsor.sum_product import sum_product
 from funsor.terms import Variable
 
 from funsor_lowering import compile_funsor
 
-from .helpers import assert_matches, from_numpy
+from .helpers import assert_matches, chain_sum_product, from_numpy
 
 BACKEND = funsor.get_backend()
 pytestmark = pytest.mark.skipif(
@@ -39,15 +35,7 @@ def affine():
 def hmm(T=20, S=3):
     init, trans = Variable("init", Reals[S]), Variable("trans", Reals[T, S, S])
     factors = [init["x0"]] + [trans[t][f"x{t - 1}", f"x{t}"] for t in range(1, T)]
-    with reflect:
-        expr = sum_product(
-            ops.logaddexp,
-            ops.add,
-            factors,
-            frozenset(f"x{t}" for t in range(T)),
-            frozenset(),
-        )
-        return compile_funsor(apply_optimizer(expr))
+    return compile_funsor(chain_sum_product(factors, T))
 
 
 def kalman():
