@@ -121,24 +121,12 @@ class TracedProgram:
 
     def __init__(self, program):
         self.program = program
-        self.traced = {}  # validated input signature -> traced function
+        self.traced = BySignature(program)  # -> traced function
         counter = itertools.count()
         self.structure = map_leaves(lambda _: next(counter), program.output)
-        self.names = [name for name, _, _ in program._input_leaves]
-        self.top_level = all(not path for _, path, _ in program._input_leaves)
 
     def __call__(self, **kwargs):
-        traced = None
-        if self.top_level and len(kwargs) == len(self.names):
-            # a signature validated before needs no checks again
-            leaves = [kwargs.get(name) for name in self.names]
-            traced = self.traced.get(_signature(leaves))
-        if traced is None:
-            leaves = self.program.validate(kwargs)
-            key = _signature(leaves)
-            traced = self.traced.get(key)
-            if traced is None:
-                traced = self.traced[key] = self._trace(leaves)
+        traced, leaves = self.traced.get(kwargs, self._trace)
         flat = traced(*leaves)
         return map_leaves(lambda k: flat[k], self.structure)
 
@@ -162,6 +150,36 @@ class TracedProgram:
                 stacklevel=3,
             )
             return flat_program
+
+
+class BySignature:
+    """Values kept per validated input signature (each input's type, shape
+    and dtype) of a program's calls. A call whose top-level inputs have a
+    signature seen before skips the program's checks."""
+
+    def __init__(self, program):
+        self.program = program
+        self.values = {}
+        self.names = [name for name, _, _ in program._input_leaves]
+        self.top_level = all(not path for _, path, _ in program._input_leaves)
+
+    def __len__(self):
+        return len(self.values)
+
+    def get(self, kwargs, make):
+        """``(value, input leaves)`` for the call ``kwargs``; ``make(leaves)``
+        makes the value of a new signature (after the checks)."""
+        if self.top_level and len(kwargs) == len(self.names):
+            leaves = [kwargs.get(name) for name in self.names]
+            value = self.values.get(_signature(leaves))
+            if value is not None:
+                return value, leaves
+        leaves = self.program.validate(kwargs)
+        key = _signature(leaves)
+        value = self.values.get(key)
+        if value is None:
+            value = self.values[key] = make(leaves)
+        return value, leaves
 
 
 def _signature(leaves):
@@ -205,20 +223,10 @@ class FastestProgram:
             "compile": CompiledProgram(program),
             "program": program,
         }
-        self.chosen = {}  # validated input signature -> candidate name
-        self.names = [name for name, _, _ in program._input_leaves]
-        self.top_level = all(not path for _, path, _ in program._input_leaves)
+        self.chosen = BySignature(program)  # -> candidate name
 
     def __call__(self, **kwargs):
-        name = None
-        if self.top_level and len(kwargs) == len(self.names):
-            leaves = [kwargs.get(name) for name in self.names]
-            name = self.chosen.get(_signature(leaves))
-        if name is None:
-            key = _signature(self.program.validate(kwargs))
-            name = self.chosen.get(key)
-            if name is None:
-                name = self.chosen[key] = self._fastest(kwargs)
+        name, _ = self.chosen.get(kwargs, lambda leaves: self._fastest(kwargs))
         return self.candidates[name](**kwargs)
 
     def _fastest(self, kwargs):
