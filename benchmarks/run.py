@@ -337,6 +337,11 @@ def scale_sections(directory):
             continue
         with open(path) as f:
             body = f.read().split("\n", 1)[1].strip()  # without its title
+        # its sections become subsections of this one
+        body = "\n".join(
+            "##" + line if line.startswith("## ") else line
+            for line in body.splitlines()
+        )
         sections += ["", f"### {title}", "", f"From `python -m {module} --write`:"]
         sections += ["", body]
     return sections
