@@ -1,7 +1,7 @@
 """How an :class:`~funsor_lowering.OpProgram` runs: generated code, cached
 per call signature, thread-safe.
 
-A program's ``__call__`` is a generated *entry* function. It reads the input
+A program's ``__call__`` calls a generated *entry* function. It reads the input
 arrays from the keywords, forms the call's signature (each array's type,
 dtype and shape, and the length of each nested container) and looks it up
 in a bounded table of *bodies*: generated functions with one statement per
@@ -14,7 +14,9 @@ to the table.
 
 Generated functions hold no per-call state, so calls from several threads
 never see each other's values. The table and the bodies are bounded
-(oldest dropped first).
+(oldest dropped first). While a backend compiler traces a call
+(``torch.compile``), the call runs a body generated before instead
+(:meth:`~funsor_lowering.OpProgram.prepare`).
 
 Example::
 
