@@ -4,8 +4,8 @@ Each operation is rewritten once, by the rules that batch isomorphic
 operations in ``vectorize`` (elementwise ops, reductions, layout ops,
 ``einsum``, ``matmul``, ``cat``) and funsor_lowering's batch rules
 (:func:`funsor_lowering.batching.batch_op`: ops on trailing axes, axis
-parameters counted from the end). A value computed from batched inputs only
-is batched; others stay as they are (one copy serves every batch member).
+parameters counted from the end). A value computed from a batched value is
+batched; others stay as they are (one copy serves every batch member).
 The result is one operation per operation, whatever the batch size: a
 :class:`VmappedProgram` instantiates it per batch size on first use.
 
