@@ -21,7 +21,7 @@ import functools
 
 from funsor import domains, ops
 
-from .extra_ops import SplitKeyOp
+from .extra_ops import SplitKeyOp, getslice_op
 
 # funsor's shape rules for ops that act elementwise (or on trailing axes
 # only, like cholesky) and keep leading axes as they are.
@@ -98,7 +98,7 @@ def _batch_getslice(op, batch_shape, event_rank):
     index = op.defaults["index"]
     if not isinstance(index, tuple):
         index = (index,)
-    return ops.GetsliceOp(index=(slice(None),) * len(batch_shape) + index)
+    return getslice_op((slice(None),) * len(batch_shape) + index)
 
 
 @batch_op.register(ops.ReshapeOp)

@@ -61,6 +61,7 @@ __all__ = [
     "randn_with_key",
     "split_key",
     "take",
+    "getslice_op",
     "tuple_item",
 ]
 
@@ -171,6 +172,21 @@ def find_domain_categorical_sample(op, domains):
     logits = domains[0]
     shape = tuple(op.defaults["sample_shape"]) + tuple(logits.shape[:-1])
     return Array[logits.shape[-1], shape]
+
+
+def getslice_op(index):
+    """``ops.GetsliceOp(index=index)``, a one-item tuple index written as
+    its item. funsor caches getslice ops by ``(index,)``, so ``x[(1,)]``
+    and ``x[1]`` share one op, the first one made; funsor's ``Tuple``
+    indexing then fails if the cached op holds a tuple (it indexes a Python
+    tuple with it). Ops made here never hold one-item tuples.
+
+    >>> getslice_op((1,)).defaults["index"]
+    1
+    """
+    if isinstance(index, tuple) and len(index) == 1:
+        index = index[0]
+    return ops.GetsliceOp(index=index)
 
 
 # Ops whose results are random draws: never folded or merged by passes.

@@ -29,6 +29,7 @@ from funsor.tensor import Tensor
 from funsor.terms import Binary, Finitary, Number, Unary
 
 from .errors import IntermediateTooLargeError
+from .extra_ops import getslice_op
 from .lowering import Lowered, build
 
 
@@ -130,7 +131,7 @@ def reshape(expr, shape):
         tokens = _unit_axis_tokens(expr.output.shape, shape)
         index = _merge_index(expr.op.defaults["index"], expr.arg.output.shape, tokens)
         if index is not None:
-            return apply(ops.GetsliceOp(index=index), expr.arg)
+            return apply(getslice_op(index), expr.arg)
     return apply(parametrized(ops.ReshapeOp, shape=shape), _as_array(expr))
 
 

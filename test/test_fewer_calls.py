@@ -127,7 +127,7 @@ def test_hmm_planned_in_rounds_equals_eager(T, emissions):
 def test_slices_of_one_array_at_scattered_positions_batch_into_one_gather():
     t = ValueType((3,), "real")
     positions = [4, 1, 7, 2]  # no progression: one gather
-    leaves = [Operation(ops.GetsliceOp(index=(i,)), (0,)) for i in positions]
+    leaves = [Operation(ops.GetsliceOp(index=i), (0,)) for i in positions]
     sums = [Operation(ops.exp, (1 + k,)) for k in range(4)]
     total = [Operation(ops.add, (5, 6)), Operation(ops.add, (7, 8))]
     total.append(Operation(ops.add, (9, 10)))
@@ -338,3 +338,21 @@ def test_negations_fold_into_products_and_sums_with_numbers(c):
     program = compile_funsor(kept)
     assert program.stats()["by_op"]["neg"] == 1
     assert_matches(program(x=data), kept(x=Tensor(data)).data)
+
+
+def test_funsor_tuple_indexing_still_works_after_programs_slice_arrays():
+    """funsor caches getslice ops by ``(index,)``: an op made with the index
+    ``(1,)`` would be the one ``Tuple(...)[1]`` gets, and funsor's eager
+    Tuple indexing fails with it. Our ops never hold one-item tuples."""
+    from funsor.terms import Tuple
+
+    from funsor_lowering.extra_ops import getslice_op
+
+    x = Variable("x", Reals[4, 3])
+    program = compile_funsor(x[1] + x[2:3].sum(0))  # slices of one array
+    for operation in program.operations:
+        index = operation.op.defaults.get("index")
+        assert not (isinstance(index, tuple) and len(index) == 1), operation
+    assert getslice_op((1,)).defaults["index"] == 1
+    pair = Tuple((Tensor(backend_randn(3)), Tensor(backend_randn(2))))
+    assert_matches(pair[1].data, pair.args[1].data)

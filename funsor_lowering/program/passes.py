@@ -45,7 +45,7 @@ import numbers
 from funsor import ops
 
 from ..backends import array_backend
-from ..extra_ops import RANDOM_OP_TYPES
+from ..extra_ops import RANDOM_OP_TYPES, getslice_op
 from ..structure import iter_leaves
 from .basic_index import compose_indices
 from .editor import Editor, PassResult, Ref
@@ -165,9 +165,7 @@ def simplify(program):
             )
             if index is None:
                 return None
-            return editor.emit(
-                ops.GetsliceOp(index=index), inner.args, False, value_type
-            )
+            return editor.emit(getslice_op(index), inner.args, False, value_type)
         if isinstance(op, ops.NegOp):
             inner = editor.producer(args[0])
             if inner is not None and isinstance(inner.op, ops.NegOp):

@@ -71,7 +71,7 @@ import numpy as np
 from funsor import ops
 
 from ..backends import array_backend
-from ..extra_ops import RANDOM_OP_TYPES
+from ..extra_ops import RANDOM_OP_TYPES, getslice_op
 from ..structure import map_leaves
 from .editor import Editor, PassResult
 from .ir import ValueType
@@ -337,7 +337,7 @@ def _batch_leading_index(editor, program, members, types, backend):
     value_type = ValueType((len(members),) + member.shape, member.kind)
     step = index[1] - index[0]
     if step > 0 and index == list(range(index[0], index[-1] + 1, step)):
-        op = ops.GetsliceOp(index=(slice(index[0], index[-1] + 1, step),) + rest)
+        op = getslice_op((slice(index[0], index[-1] + 1, step),) + rest)
         return editor.emit(op, (editor.remap[source],), False, value_type)
     positions = editor.add_constant(backend.from_numpy(np.array(index, np.int64)))
     gathered_type = ValueType((len(members),) + types[source].shape[1:], member.kind)
@@ -349,7 +349,7 @@ def _batch_leading_index(editor, program, members, types, backend):
     )
     if not rest:
         return gathered
-    op = ops.GetsliceOp(index=(slice(None),) + rest)
+    op = getslice_op((slice(None),) + rest)
     return editor.emit(op, (gathered,), False, value_type)
 
 
@@ -364,7 +364,7 @@ def _gather(editor, column, group_of, member_type, backend):
     step = index[1] - index[0] if n > 1 else 1
     if step > 0 and index == list(range(index[0], index[0] + step * n, step)):
         stop = index[-1] + 1
-        op = ops.GetsliceOp(index=(slice(index[0], stop, step),))
+        op = getslice_op((slice(index[0], stop, step),))
         return editor.emit(op, (group.ref,), False, value_type)
     positions = editor.add_constant(backend.from_numpy(np.array(index, np.int64)))
     return editor.emit(
@@ -450,7 +450,7 @@ def _rule(operation, flags, arg_types, member_type, n):
     if isinstance(op, ops.GetsliceOp):
         index = op.defaults["index"]
         index = index if isinstance(index, tuple) else (index,)
-        return emit(ops.GetsliceOp(index=(slice(None),) + index))
+        return emit(getslice_op((slice(None),) + index))
     if isinstance(op, ops.GetitemOp):
         offset = op.defaults["offset"]
         if flags == [True, False]:

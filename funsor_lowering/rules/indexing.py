@@ -24,7 +24,7 @@ from funsor.terms import (
 )
 
 from ..errors import UnsupportedTermError
-from ..extra_ops import take
+from ..extra_ops import getslice_op, take
 from ..layout import (
     align_expanded,
     apply,
@@ -77,7 +77,7 @@ def getitem(lhs, offset, rhs, rhs_term):
         return event_axis_to_batch(lhs, offset, rhs_term.name, rhs_term.output)
     if isinstance(rhs_term, Slice) and rhs_term.name not in lhs.batch:
         index = (slice(None),) * (nb + offset) + (rhs_term.slice,)
-        sliced = Lowered(apply(ops.GetsliceOp(index=index), lhs.expr), lhs.batch)
+        sliced = Lowered(apply(getslice_op(index), lhs.expr), lhs.batch)
         domain = rhs_term.inputs[rhs_term.name]
         return event_axis_to_batch(sliced, offset, rhs_term.name, domain)
     if not rhs.batch:
