@@ -271,12 +271,13 @@ def test_jax_layout_specializations_equal_jax_numpy(data):
                         st.one_of(st.none(), st.integers(-size - 1, size + 1)),
                         st.one_of(st.none(), st.integers(1, 3)),
                     ),
-                    st.none(),
                 )
             )
         )
-    if data.draw(st.booleans()):
-        items.insert(data.draw(st.integers(0, len(items))), Ellipsis)
+    for _ in range(data.draw(st.integers(0, 2))):  # new axes anywhere
+        items.insert(data.draw(st.integers(0, len(items))), None)
+    if data.draw(st.booleans()):  # after the items, so they keep their axes
+        items.append(Ellipsis)
     index = tuple(items)
     take = specialize(ops.GetsliceOp, (x,), (index,))
     np.testing.assert_array_equal(take(x), x[index])
