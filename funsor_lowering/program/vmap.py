@@ -35,6 +35,8 @@ from ..structure import map_leaves
 from . import vectorize
 from .editor import Editor, Ref
 from .ir import TRANSFORMATIONS, OpProgram, ValueType
+from .passes import optimize
+from .runtime import prepared
 
 # Ops whose result depends on an operand's dtype only (never batched).
 _SHAPE_ONLY = (ops.NewZerosOp, ops.NewFullOp, ops.NewEyeOp, ops.FinfoOp)
@@ -87,9 +89,6 @@ def batched_program(program, in_axes, size):
         return editor.emit(
             ops.ExpandOp(shape=shape), (ref,), False, ValueType(shape, member.kind)
         )
-
-    from .passes import optimize
-    from .runtime import prepared
 
     return prepared(optimize(editor.finish(map_leaves(output, program.output))))
 
