@@ -49,11 +49,11 @@ Example::
       c1: int[] = 0
       c2: int[] = 1
       mul: real[8,3] = mul(x, c0)
-      getslice: real[4,3] = getslice(mul, index=(slice(0, 7, 2),))
-      getslice_1: real[4,3] = getslice(mul, index=(slice(1, 8, 2),))
+      getslice: real[4,3] = getslice(mul, index=slice(0, 7, 2))
+      getslice_1: real[4,3] = getslice(mul, index=slice(1, 8, 2))
       add: real[4,3] = add(getslice, getslice_1)
-      getslice_2: real[2,3] = getslice(add, index=(slice(0, 3, 2),))
-      getslice_3: real[2,3] = getslice(add, index=(slice(1, 4, 2),))
+      getslice_2: real[2,3] = getslice(add, index=slice(0, 3, 2))
+      getslice_3: real[2,3] = getslice(add, index=slice(1, 4, 2))
       add_1: real[2,3] = add(getslice_2, getslice_3)
       getitem: real[3] = getitem(add_1, c1)
       getitem_1: real[3] = getitem(add_1, c2)
