@@ -11,12 +11,14 @@ outputs on every input) and whether it changed. They edit programs through
   which cannot change a result's dtype), ``-(-x)``, ``-x * c`` and
   ``-x + c`` (for a number ``c``), ``permute(permute(x))``,
   and ``permute`` s folded into the ``einsum`` s they feed or follow;
+- :func:`einsums_as_matmuls`: two-operand einsums that are (batched)
+  matrix or vector products run as ``matmul``;
 - :func:`eliminate_common_subexpressions`: equal operations on equal values
   compute once (never random ops);
 - :func:`eliminate_dead_code`: operations and constants no output needs go.
 
-:func:`optimize` runs them to a fixed point; compiled and traced programs
-get it by default.
+:func:`optimize` runs them, after ``vectorize`` (first round only), to a
+fixed point; compiled and traced programs get it by default.
 
 Example::
 
@@ -426,6 +428,7 @@ def optimize(program, passes=PASSES, max_rounds=4):
 __all__ = [
     "PassResult",
     "eliminate_common_subexpressions",
+    "einsums_as_matmuls",
     "eliminate_dead_code",
     "fold_constants",
     "optimize",
