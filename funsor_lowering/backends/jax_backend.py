@@ -23,7 +23,7 @@ from ..extra_ops import (  # noqa: E402
     split_key,
 )
 from ..structure import iter_leaves, map_leaves  # noqa: E402
-from .base import ArrayBackend  # noqa: E402
+from .base import ArrayBackend, BySignature  # noqa: E402
 from .jax_primitives import specialize  # noqa: E402
 from .numpy_backend import numpy_literal  # noqa: E402
 
@@ -107,27 +107,15 @@ class JaxBackend(ArrayBackend):
         counter = itertools.count()
         structure = map_leaves(lambda _: next(counter), program.output)
 
-        names = [name for name, _, _ in program._input_leaves]
-        top_level = all(not path for _, path, _ in program._input_leaves)
-
         def flat(*leaves):
             return tuple(iter_leaves(program.run_leaves(leaves)))
 
-        def checked(*leaves):
-            # runs when jax traces, once per input shapes and dtypes: the
-            # program's checks then cost nothing per call
-            program.validate(dict(zip(names, leaves)))
-            return flat(*leaves)
-
-        jitted, jitted_checked = jax.jit(flat), jax.jit(checked)
+        jitted = jax.jit(flat)
+        checked = BySignature(program)  # input signatures validated so far
 
         def call(**kwargs):
-            if top_level and len(kwargs) == len(names):
-                leaves = [kwargs.get(name) for name in names]
-                if all(isinstance(x, (jax.Array, np.ndarray)) for x in leaves):
-                    outputs = jitted_checked(*leaves)
-                    return map_leaves(lambda k: outputs[k], structure)
-            outputs = jitted(*program.validate(kwargs))
+            _, leaves = checked.get(kwargs, lambda leaves: True)
+            outputs = jitted(*leaves)
             return map_leaves(lambda k: outputs[k], structure)
 
         return call

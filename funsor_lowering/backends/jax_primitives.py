@@ -173,12 +173,7 @@ def _logsumexp(operands, axis=None, keepdims=False):
 
 
 def _split_key(operands, index=0, num=2):
-    split = _compiled(("split_key", index, num), lambda key: _split(key, num)[index])
-
-    def split_key(key):
-        return split(key)
-
-    return split_key
+    return _compiled(("split_key", index, num), lambda key: _split(key, num)[index])
 
 
 def _randn_with_key(operands, shape=()):

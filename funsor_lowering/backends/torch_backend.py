@@ -16,7 +16,7 @@ from funsor import ops
 from ..dtypes import dtype_kind
 from ..extra_ops import categorical_sample
 from ..structure import iter_leaves, map_leaves
-from .base import ArrayBackend, python_literal
+from .base import ArrayBackend, BySignature, python_literal
 
 
 class TorchBackend(ArrayBackend):
@@ -152,42 +152,6 @@ class TracedProgram:
             return flat_program
 
 
-class BySignature:
-    """Values kept per validated input signature (each input's type, shape
-    and dtype) of a program's calls. A call whose top-level inputs have a
-    signature seen before skips the program's checks."""
-
-    def __init__(self, program):
-        self.program = program
-        self.values = {}
-        self.names = [name for name, _, _ in program._input_leaves]
-        self.top_level = all(not path for _, path, _ in program._input_leaves)
-
-    def __len__(self):
-        return len(self.values)
-
-    def get(self, kwargs, make):
-        """``(value, input leaves)`` for the call ``kwargs``; ``make(leaves)``
-        makes the value of a new signature (after the checks)."""
-        if self.top_level and len(kwargs) == len(self.names):
-            leaves = [kwargs.get(name) for name in self.names]
-            value = self.values.get(_signature(leaves))
-            if value is not None:
-                return value, leaves
-        leaves = self.program.validate(kwargs)
-        key = _signature(leaves)
-        value = self.values.get(key)
-        if value is None:
-            value = self.values[key] = make(leaves)
-        return value, leaves
-
-
-def _signature(leaves):
-    return tuple(
-        (type(v), getattr(v, "shape", None), getattr(v, "dtype", None)) for v in leaves
-    )
-
-
 class CompiledProgram(TracedProgram):
     """``program`` through ``torch.compile(fullgraph=True)`` (inductor: fused
     kernels), compiled on the first call for each tuple of input shapes and
@@ -231,7 +195,7 @@ class FastestProgram:
 
     def _fastest(self, kwargs):
         times = {}
-        with torch.random.fork_rng(devices=[]):
+        with self.program._array_backend.preserved_random_state():
             for name, candidate in self.candidates.items():
                 try:
                     candidate(**kwargs)  # compiles
