@@ -48,6 +48,7 @@ from funsor import ops
 
 from ..backends import array_backend
 from ..extra_ops import RANDOM_OP_TYPES, getslice_op
+from ..shapes import broadcast_shape
 from ..structure import iter_leaves
 from .basic_index import compose_indices
 from .editor import Editor, PassResult, Ref
@@ -295,42 +296,46 @@ def einsums_as_matmuls(program):
         types = [editor.value_type(a) for a in args]
         if value_type is None or None in types:
             return None
-        plan = _matmul_plan(operation.op.defaults["equation"], types, value_type)
+        plan = _matmul_plan(operation.op.defaults["equation"], types)
         if plan is None:
             return None
-        operands = []
-        for arg, arg_type, unit_axis in zip(args, types, plan):
-            if unit_axis is not None and len(arg_type.shape) > 1:
-                shape = arg_type.shape[:-1] + unit_axis(arg_type.shape[-1])
-                arg = editor.emit(
-                    ops.ReshapeOp(shape=shape),
-                    (arg,),
-                    False,
-                    ValueType(shape, arg_type.kind),
-                )
-            operands.append(arg)
-        batched_vector = any(
-            u is not None and len(t.shape) > 1 for u, t in zip(plan, types)
-        )
-        if not batched_vector:
-            return editor.emit(ops.matmul, operands, False, value_type)
-        product_shape = _matmul_shape([editor.value_type(o) for o in operands])
-        product = editor.emit(
-            ops.matmul, operands, False, ValueType(product_shape, value_type.kind)
-        )
-        return editor.emit(
-            ops.ReshapeOp(shape=value_type.shape), (product,), False, value_type
-        )
+        # 1-d vectors are matmul's own; vectors with batch axes are not
+        vectors = [v and len(t.shape) > 1 for v, t in zip(plan, types)]
+        return emit_matmul(editor, args, types, vectors, value_type)
 
     return _rewrite(program, rule)
 
 
-def _matmul_plan(equation, types, value_type):
+def emit_matmul(editor, args, types, vectors, value_type):
+    """Emit ``args[0] @ args[1]`` of result type ``value_type``, where an
+    operand marked in ``vectors`` is a (batched) vector: it becomes a row
+    (left) or column (right) matrix, and the product loses that unit axis."""
+    operands = []
+    for position, (arg, t, vector) in enumerate(zip(args, types, vectors)):
+        if vector:
+            n = t.shape[-1]
+            shape = t.shape[:-1] + ((1, n) if position == 0 else (n, 1))
+            arg = editor.emit(
+                ops.ReshapeOp(shape=shape), (arg,), False, ValueType(shape, t.kind)
+            )
+        operands.append(arg)
+    if not any(vectors):
+        return editor.emit(ops.matmul, operands, False, value_type)
+    a, b = (editor.value_type(o).shape for o in operands)
+    shape = broadcast_shape(a[:-2], b[:-2]) + (a[-2], b[-1])
+    product = editor.emit(
+        ops.matmul, operands, False, ValueType(shape, value_type.kind)
+    )
+    return editor.emit(
+        ops.ReshapeOp(shape=value_type.shape), (product,), False, value_type
+    )
+
+
+def _matmul_plan(equation, types):
     """For an einsum ``batch+left+k, batch+k+right -> batch+left+right``
     (``left``, ``right``: one letter or none; batch: ``...`` or letters of
-    equal sizes), per operand ``None`` (a matrix) or how a vector's last
-    axis becomes two (a row ``(1, n)`` or a column ``(n, 1)``); ``None``
-    where the einsum is no such product."""
+    equal sizes), per operand whether it is a vector (no ``left`` or
+    ``right`` letter); ``None`` where the einsum is no such product."""
     if "->" not in equation or equation.count(",") != 1:
         return None
     (a, b), out = _parse_einsum(equation)
@@ -352,21 +357,7 @@ def _matmul_plan(equation, types, value_type):
         return None
     if len(left) > 1 or len(right) > 1 or (left and left == right):
         return None
-    row = None if left else (lambda n: (1, n))
-    column = None if right else (lambda n: (n, 1))
-    return row, column
-
-
-def _matmul_shape(types):
-    a, b = (t.shape for t in types)
-    batch = _broadcast_shapes(a[:-2], b[:-2])
-    return batch + (a[-2], b[-1])
-
-
-def _broadcast_shapes(x, y):
-    n = max(len(x), len(y))
-    x, y = (1,) * (n - len(x)) + tuple(x), (1,) * (n - len(y)) + tuple(y)
-    return tuple(max(i, j) for i, j in zip(x, y))
+    return not left, not right
 
 
 # ------------------------------------------------------------------------ CSE

@@ -35,7 +35,7 @@ from ..structure import map_leaves
 from . import vectorize
 from .editor import Editor, Ref
 from .ir import TRANSFORMATIONS, OpProgram, ValueType
-from .passes import optimize
+from .passes import emit_matmul, optimize
 from .runtime import prepared
 
 # Ops whose result depends on an operand's dtype only (never batched).
@@ -140,25 +140,12 @@ def _batch(editor, operation, refs, flags, arg_types, member, size):
 
 
 def _batch_matmul(editor, refs, flags, arg_types, member, size):
-    """``a @ b`` with batched operands: a batched vector becomes a batched
-    row (left) or column (right) matrix, and the unit axis leaves the
-    result (shared operands broadcast as matmul broadcasts)."""
-    operands, vectors = [], False
-    for position, (ref, flag, t) in enumerate(zip(refs, flags, arg_types)):
-        if flag and len(t.shape) == 1:
-            shape = (size, 1) + t.shape if position == 0 else (size,) + t.shape + (1,)
-            ref = editor.emit(
-                ops.ReshapeOp(shape=shape), (ref,), False, ValueType(shape, t.kind)
-            )
-            vectors = True
-        operands.append(ref)
-    batched_type = _batched_type(member, size)
-    if not vectors:
-        return editor.emit(ops.matmul, operands, False, batched_type)
-    product = editor.emit(ops.matmul, operands, False, None)
-    return editor.emit(
-        ops.ReshapeOp(shape=batched_type.shape), (product,), False, batched_type
-    )
+    """``a @ b`` with batched operands: a batched vector is a batched row
+    (left) or column (right) matrix (shared operands broadcast as matmul
+    broadcasts)."""
+    vectors = [f and len(t.shape) == 1 for f, t in zip(flags, arg_types)]
+    types = [_batched_type(t, size) if f else t for f, t in zip(flags, arg_types)]
+    return emit_matmul(editor, refs, types, vectors, _batched_type(member, size))
 
 
 def _elementwise(op):
