@@ -94,7 +94,9 @@ class ValueType:
     __slots__ = ("shape", "kind")
 
     def __init__(self, shape, kind):
-        self.shape = tuple(shape)
+        # int(): under torch.jit.trace, sizes computed by user code can be
+        # 0-d tensors; a ValueType's shape is always plain ints.
+        self.shape = tuple(map(int, shape))
         self.kind = kind
 
     @staticmethod
