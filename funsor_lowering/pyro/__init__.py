@@ -3,8 +3,25 @@ AutoGaussian backend with Pyro::
 
     import funsor_lowering.pyro  # noqa: F401
     guide = AutoGaussian(model, backend="compiled")
+
+and provides compiled drop-ins for ``pyro.contrib.funsor``'s enumeration
+losses (same names, same arguments)::
+
+    from funsor_lowering.pyro import TraceEnum_ELBO
 """
 
 from .autogaussian import AutoGaussianCompiled
+from .enum_elbo import (
+    JitTraceEnum_ELBO,
+    JitTraceMarkovEnum_ELBO,
+    TraceEnum_ELBO,
+    TraceMarkovEnum_ELBO,
+)
 
-__all__ = ["AutoGaussianCompiled"]
+__all__ = [
+    "AutoGaussianCompiled",
+    "JitTraceEnum_ELBO",
+    "JitTraceMarkovEnum_ELBO",
+    "TraceEnum_ELBO",
+    "TraceMarkovEnum_ELBO",
+]

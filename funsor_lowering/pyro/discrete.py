@@ -1,0 +1,133 @@
+"""``infer_discrete``, compiled: a drop-in for
+``pyro.contrib.funsor.infer_discrete``.
+
+``pyro.contrib.funsor`` records the model with enumeration, then runs
+funsor's ``sum_product`` and its adjoint (under ``argmax_approximate`` for
+MAP, ``MonteCarlo`` for sampling) to draw every enumerated site, and replays
+the model with those values. Here the model is recorded with the cheap
+handlers of :mod:`.enum_recording`, and the sum-product and its adjoint run
+as a program traced once per model structure, returning each site's value.
+The model is then replayed exactly as ``pyro.contrib.funsor`` replays it.
+"""
+
+import functools
+import threading
+from collections import OrderedDict
+
+import funsor
+from pyro.contrib.funsor.handlers import replay
+from pyro.contrib.funsor.handlers.enum_messenger import _get_support_value
+from pyro.contrib.funsor.infer.traceenum_elbo import apply_optimizer
+from pyro.poutine import Trace, block
+from pyro.poutine.util import site_is_subsample
+
+from ..tracing.tracer import trace_function
+from .enum_recording import RecordingEnumMessenger, RecordingTraceMessenger
+from .enum_terms import describe_trace, structure_key, terms_of
+
+_PROGRAMS = OrderedDict()
+_PROGRAMS_MAX = 64
+_LOCK = threading.Lock()
+
+
+def infer_discrete(model, first_available_dim=None, temperature=1):
+    """A function running ``model`` with its enumerated sites drawn from
+    their posterior (``temperature=1``) or set to their joint MAP values
+    (``temperature=0``), as ``pyro.contrib.funsor.infer_discrete``."""
+    return functools.partial(_sample_posterior, model, first_available_dim, temperature)
+
+
+def _semiring(temperature):
+    if temperature == 0:
+        return funsor.ops.max, funsor.approximations.argmax_approximate
+    if temperature == 1:
+        return funsor.ops.logaddexp, funsor.montecarlo.MonteCarlo()
+    raise ValueError("temperature must be 0 (map) or 1 (sample) for now")
+
+
+def _sample_posterior(model, first_available_dim, temperature, *args, **kwargs):
+    _semiring(temperature)  # checks temperature first, as pyro.contrib.funsor
+    with block(), RecordingEnumMessenger(first_available_dim=first_available_dim):
+        # replay against an empty trace, so densities are not counted twice
+        model_tr = RecordingTraceMessenger()(replay(model, trace=Trace())).get_trace(
+            *args, **kwargs
+        )
+    latent = _latent_sites(model_tr)
+    tensors = []
+    description = describe_trace(model_tr, tensors)
+    ranks = {}
+    key = (temperature, structure_key(description, ranks=ranks))
+    entry = _PROGRAMS.get(key)
+    if entry is None:
+        entry = _compile(description, latent, tensors, temperature, ranks)
+        with _LOCK:
+            _PROGRAMS[key] = entry
+            while len(_PROGRAMS) > _PROGRAMS_MAX:
+                _PROGRAMS.popitem(last=False)
+    program, value_inputs = entry
+    names = list(ranks)
+    values = program(**{f"t{k}": t for k, t in enumerate(tensors)})
+    sample_tr = model_tr.copy()
+    for name in latent:
+        inputs = OrderedDict(
+            (names[rank], funsor.Bint[size]) for rank, size in value_inputs[name]
+        )
+        node = sample_tr.nodes[name]
+        node["funsor"] = {
+            "value": funsor.Tensor(values[name], inputs, _support_size(node))
+        }
+    with replay(trace=sample_tr):
+        return model(*args, **kwargs)
+
+
+def _support_size(node):
+    return node["fn"].logits.shape[-1]
+
+
+def _latent_sites(trace):
+    """The names of the trace's enumerated sites; other latent sites raise
+    :class:`NotImplementedError`."""
+    latent = []
+    for name, node in trace.nodes.items():
+        if node["type"] != "sample" or site_is_subsample(node) or node["is_observed"]:
+            continue
+        if not node.get("lowering_enumerated"):
+            raise NotImplementedError(
+                f"site {name!r}: infer_discrete needs every latent site to be "
+                "enumerated (infer={'enumerate': 'parallel'}), as "
+                "pyro.contrib.funsor.infer_discrete does"
+            )
+        latent.append(name)
+    return latent
+
+
+def _compile(description, latent, tensors, temperature, ranks):
+    sum_op, approximation = _semiring(temperature)
+    value_inputs = {}
+
+    def posterior_values(**arrays):
+        arrays = [arrays[f"t{k}"] for k in range(len(arrays))]
+        terms = terms_of(description, arrays)
+        with funsor.interpretations.lazy:
+            log_prob = funsor.sum_product.sum_product(
+                sum_op,
+                funsor.ops.add,
+                terms["log_factors"] + terms["log_measures"],
+                eliminate=terms["measure_vars"] | terms["plate_vars"],
+                plates=terms["plate_vars"],
+            )
+            log_prob = apply_optimizer(log_prob)
+        with approximation:
+            approx_factors = funsor.adjoint.adjoint(sum_op, funsor.ops.add, log_prob)
+        values = {}
+        for name in latent:
+            value = _get_support_value(approx_factors[terms["measure_of"][name]], name)
+            value_inputs[name] = tuple(
+                (ranks[k], d.size) for k, d in value.inputs.items()
+            )
+            values[name] = value.data
+        return values
+
+    examples = {f"t{k}": t.detach() for k, t in enumerate(tensors)}
+    program = trace_function(posterior_values, examples, allow_constants=True)
+    return program, value_inputs
