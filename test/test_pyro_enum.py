@@ -324,3 +324,13 @@ def test_infer_discrete_rejects_what_contrib_rejects():
     for module in (contrib, discrete):
         with pytest.raises(ValueError, match="temperature"):
             module.infer_discrete(model, temperature=0.5)()
+
+
+def test_example_runs_as_a_script():
+    from .helpers import run_example
+
+    done = run_example(
+        "enumerated_hmm.py", "-m", "1", "-n", "3", "--sequences", "3", "--length", "6"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "median step: contrib.funsor" in done.stdout

@@ -5,12 +5,13 @@ AutoGaussian backend with Pyro::
     guide = AutoGaussian(model, backend="compiled")
 
 and provides compiled drop-ins for ``pyro.contrib.funsor``'s enumeration
-losses (same names, same arguments)::
+losses and ``infer_discrete`` (same names, same arguments)::
 
-    from funsor_lowering.pyro import TraceEnum_ELBO
+    from funsor_lowering.pyro import TraceEnum_ELBO, infer_discrete
 """
 
 from .autogaussian import AutoGaussianCompiled
+from .discrete import infer_discrete
 from .enum_elbo import (
     JitTraceEnum_ELBO,
     JitTraceMarkovEnum_ELBO,
@@ -24,4 +25,5 @@ __all__ = [
     "JitTraceMarkovEnum_ELBO",
     "TraceEnum_ELBO",
     "TraceMarkovEnum_ELBO",
+    "infer_discrete",
 ]

@@ -17,7 +17,6 @@ from collections import OrderedDict
 import funsor
 from pyro.contrib.funsor.handlers import replay
 from pyro.contrib.funsor.handlers.enum_messenger import _get_support_value
-from pyro.contrib.funsor.infer.traceenum_elbo import apply_optimizer
 from pyro.poutine import Trace, block
 from pyro.poutine.util import site_is_subsample
 
@@ -116,7 +115,7 @@ def _compile(description, latent, tensors, temperature, ranks):
                 eliminate=terms["measure_vars"] | terms["plate_vars"],
                 plates=terms["plate_vars"],
             )
-            log_prob = apply_optimizer(log_prob)
+            log_prob = funsor.optimizer.apply_optimizer(log_prob)
         with approximation:
             approx_factors = funsor.adjoint.adjoint(sum_op, funsor.ops.add, log_prob)
         values = {}

@@ -18,9 +18,11 @@ from collections import OrderedDict
 import funsor
 import torch
 from pyro.contrib.funsor.handlers.enum_messenger import EnumMessenger
+from pyro.contrib.funsor.handlers.plate_messenger import VectorizedMarkovMessenger
 from pyro.contrib.funsor.handlers.runtime import _DIM_STACK, DimRequest, DimType
 from pyro.contrib.funsor.handlers.trace_messenger import TraceMessenger
 from pyro.distributions import Categorical
+from pyro.poutine.runtime import _PYRO_STACK
 from pyro.poutine.subsample_messenger import _Subsample
 from pyro.poutine.trace_messenger import TraceMessenger as PyroTraceMessenger
 
@@ -37,16 +39,39 @@ def dim_names(shape):
 
 
 class RecordedTensor:
-    """A site's tensor and the names of its dims larger than 1."""
+    """A site's tensor (or only its shape, where its values are not
+    needed) and the names of its dims larger than 1."""
 
-    __slots__ = ("data", "names")
+    __slots__ = ("data", "shape", "names")
 
-    def __init__(self, data):
+    def __init__(self, data, shape=None):
         self.data = data
-        self.names = tuple(dim_names(data.shape).items())
+        self.shape = tuple(data.shape if shape is None else shape)
+        self.names = tuple(dim_names(self.shape).items())
+
+    @classmethod
+    def support_log_density(cls, fn, name):
+        """A ``Categorical`` site's log density over its support
+        (``fn.log_prob(value)`` for the enumerated ``value``): its logits,
+        the last axis named after the site."""
+        recorded = cls.__new__(cls)
+        recorded.data = fn.logits
+        recorded.shape = tuple(fn.logits.shape)
+        batch = dim_names(recorded.shape[:-1])
+        recorded.names = tuple((dim - 1, n) for dim, n in batch.items())
+        recorded.names += ((-1, name),)
+        return recorded
 
     def signature(self):
-        return (tuple(self.data.shape), str(self.data.dtype), self.names)
+        dtype = None if self.data is None else self.data.dtype
+        return (self.shape, dtype, self.names)
+
+    def to_funsor(self):
+        sizes = tuple(self.shape[dim] for dim, _ in self.names)
+        inputs = OrderedDict(
+            (name, funsor.Bint[self.shape[dim]]) for dim, name in self.names
+        )
+        return funsor.Tensor(self.data.reshape(sizes), inputs)
 
 
 class RecordingEnumMessenger(EnumMessenger):
@@ -101,6 +126,19 @@ def _masked(fn, mask):
     return fn if mask is None else fn.mask(torch.as_tensor(mask))
 
 
+def _log_prob_shape(fn, value, mask):
+    """The shape of ``_masked(fn, mask).log_prob(value)``, without computing
+    it."""
+    shapes = [fn.batch_shape, value.shape[: value.dim() - len(fn.event_shape)]]
+    if mask is not None:
+        shapes.append(torch.as_tensor(mask).shape)
+    return torch.broadcast_shapes(*shapes)
+
+
+def _in_vectorized_markov():
+    return any(isinstance(frame, VectorizedMarkovMessenger) for frame in _PYRO_STACK)
+
+
 class RecordingTraceMessenger(TraceMessenger):
     """``pyro.contrib.funsor``'s ``trace``, recording each sample site's
     tensors under ``msg["lowering"]``: ``log_prob`` (masked, as
@@ -121,12 +159,17 @@ class RecordingTraceMessenger(TraceMessenger):
         dim_names(value.shape[: value.dim() - event_dim])
         record = {}
         if msg.get("lowering_enumerated"):
-            record["log_measure"] = RecordedTensor(fn.log_prob(value))
+            record["log_measure"] = RecordedTensor.support_log_density(fn, msg["name"])
         infer = msg["infer"]
         if not infer.get("_do_not_trace") and not infer.get("_do_not_score", False):
-            record["log_prob"] = RecordedTensor(
-                _masked(fn, msg["mask"]).log_prob(value)
-            )
+            if msg["is_observed"] or not msg.get("replay_skipped", False):
+                log_prob = RecordedTensor(_masked(fn, msg["mask"]).log_prob(value))
+                if _in_vectorized_markov():
+                    # what VectorizedMarkovMessenger reads (else recomputes)
+                    msg.setdefault("funsor", {})["log_prob"] = log_prob.to_funsor()
+            else:  # not a log factor: only the names of its dims count
+                log_prob = RecordedTensor(None, _log_prob_shape(fn, value, msg["mask"]))
+            record["log_prob"] = log_prob
         scale = msg["scale"]
         if isinstance(scale, torch.Tensor):
             if scale.numel() != 1:

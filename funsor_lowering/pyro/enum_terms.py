@@ -32,7 +32,8 @@ class Chain(NamedTuple):
 class Site(NamedTuple):
     """A scored sample site. ``log_prob`` and ``log_measure`` are
     ``(index, shape, dtype, names)`` of the site's tensors (``names``: pairs
-    of negative dim and name), or ``None``."""
+    of negative dim and name; ``index`` and ``dtype`` are ``None`` for a log
+    density that is not a log factor), or ``None``."""
 
     name: str
     plates: tuple
@@ -51,6 +52,8 @@ def describe_trace(trace, tensors):
     def slot(recorded):
         if recorded is None:
             return None
+        if recorded.data is None:  # only its dims' names are needed
+            return (None,) + recorded.signature()
         tensors.append(recorded.data)
         return (len(tensors) - 1,) + recorded.signature()
 
@@ -144,24 +147,27 @@ def terms_of(description, arrays):
             continue
         terms["plate_vars"] |= frozenset(node.plates)
         if node.log_measure is not None:
+            # pyro.contrib.funsor normalizes the enumerated log density over
+            # the site's values; a Categorical's logits (what is recorded)
+            # are normalized already (also in their gradients: they only
+            # move along normalized logits), so that is left out
             log_measure = tensor_of(arrays, node.log_measure)
-            # exact enumeration normalizes the site's log density
-            log_measure = log_measure - log_measure.reduce(ops.logaddexp, node.name)
             terms["log_measures"].append(log_measure)
             terms["measure_of"][node.name] = log_measure
             terms["measure_vars"] |= frozenset({node.name}) - terms["plate_vars"]
         if node.log_prob is None:
             continue
-        log_prob = tensor_of(arrays, node.log_prob)
-        if (
+        common_scale = (
             node.replay_active
-            and terms["measure_vars"].intersection(log_prob.inputs)
+            and terms["measure_vars"].intersection(n for _, n in node.log_prob[3])
             and node.scale != 1.0
-        ):
-            terms["scale"] = Number(node.scale)  # a common subsampling scale
-        else:
-            log_prob = log_prob * Number(node.scale)
+        )
+        if common_scale:  # a model site depending on enumerated variables
+            terms["scale"] = Number(node.scale)
         if node.is_observed or not node.replay_skipped:
+            log_prob = tensor_of(arrays, node.log_prob)
+            if not common_scale:
+                log_prob = log_prob * Number(node.scale)
             terms["log_factors"].append(log_prob)
     for plate in terms["plate_vars"]:
         terms["plate_to_step"].setdefault(plate, {})

@@ -1,0 +1,178 @@
+"""Enumerated discrete HMMs (Pyro's ``examples/contrib/funsor/hmm.py``
+models): the SVI step of ``funsor_lowering.pyro``'s compiled losses against
+``pyro.contrib.funsor``'s and Pyro's own opt_einsum-based
+``pyro.infer.TraceEnum_ELBO``, torch on 1 thread, interleaved.
+
+    python -m benchmarks.enum_hmm [--repeats 3] [--models 0 1 3 7] [--write]
+
+Data of the JSB chorales' shapes: 20 sequences of up to 50 steps, 51
+notes, 16 hidden states. Each loss gets its own ``SVI`` with learning rate
+0, so every step runs at the same parameters. For the funsor-based losses
+the step is split into recording the model and guide (running them under
+the losses' handlers) and the rest (the ELBO's contraction, backward and
+update). The first compiled step includes compiling the program.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SIZES = {"num_sequences": 20, "max_length": 50, "data_dim": 51}
+HIDDEN = 16
+
+
+def _record_contrib(elbo, model, guide, data):
+    """The part of ``pyro.contrib.funsor``'s loss that runs the model and
+    guide under its handlers."""
+    from pyro.contrib.funsor.handlers import enum, replay, trace
+
+    first_dim = -elbo.max_plate_nesting - 1
+    with enum(first_available_dim=first_dim):
+        guide_tr = trace(guide).get_trace(*data)
+        trace(replay(model, trace=guide_tr)).get_trace(*data)
+
+
+def _record_compiled(elbo, model, guide, data):
+    from funsor_lowering.pyro.enum_elbo import record_traces
+
+    record_traces(elbo, model, guide, data, {})
+
+
+def measure(key, repeats):
+    import pyro.contrib.funsor  # noqa: F401  (registers the pyroapi backend)
+    import pyro.contrib.funsor.infer as contrib
+    import pyro.infer
+    from pyroapi import optim, pyro, pyro_backend
+
+    import funsor_lowering.pyro as compiled
+    from benchmarks.hmm_models import (
+        MODELS,
+        PLATE_NESTING,
+        VECTORIZED,
+        guide_for,
+        jsb_like_data,
+    )
+    from funsor_lowering.pyro import enum_elbo
+
+    data = jsb_like_data(**SIZES)
+    markov = "Markov" if key in VECTORIZED else ""
+
+    def model(*args, **kwargs):
+        return MODELS[key](*args, hidden_dim=HIDDEN, **kwargs)
+
+    losses = {
+        "contrib.funsor": (
+            "contrib.funsor",
+            getattr(contrib, f"Trace{markov}Enum_ELBO"),
+        ),
+        "compiled": ("contrib.funsor", getattr(compiled, f"Trace{markov}Enum_ELBO")),
+    }
+    if key not in VECTORIZED:  # vectorized_markov is pyro.contrib.funsor's only
+        losses["pyro.infer"] = ("pyro", pyro.infer.TraceEnum_ELBO)
+    recorders = {"contrib.funsor": _record_contrib, "compiled": _record_compiled}
+    methods, first_step = {}, None
+    pyro.set_rng_seed(0)
+    for name, (backend, Loss) in losses.items():
+        with pyro_backend(backend):
+            pyro.clear_param_store()
+            guide = guide_for(model)
+            elbo = Loss(max_plate_nesting=PLATE_NESTING[key])
+            svi = pyro.infer.SVI(model, guide, optim.Adam({"lr": 0.0}), elbo)
+            if name == "compiled":
+                enum_elbo._PROGRAMS.clear()
+                start = time.perf_counter()
+                svi.step(*data)
+                first_step = time.perf_counter() - start
+            else:
+                svi.step(*data)
+        methods[name] = (backend, lambda svi=svi: svi.step(*data))
+        if name in recorders:
+            record = recorders[name]
+            methods[f"{name} record"] = (
+                backend,
+                lambda r=record, e=elbo, g=guide: r(e, model, g, data),
+            )
+    samples = {name: [] for name in methods}
+    for _ in range(repeats):  # interleaved
+        for name, (backend, fn) in methods.items():
+            with pyro_backend(backend):
+                start = time.perf_counter()
+                fn()
+                samples[name].append(time.perf_counter() - start)
+    medians = {name: statistics.median(s) for name, s in samples.items()}
+    return medians, first_step
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.enum_hmm")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--models", nargs="*", default=["0", "1", "2", "3", "7"])
+    parser.add_argument("--write", action="store_true", help="write RESULTS_enum.md")
+    args = parser.parse_args(argv)
+
+    import funsor
+    import torch
+
+    funsor.set_backend("torch")
+    torch.set_num_threads(1)
+    lines = []
+
+    def emit(line):
+        print(line)
+        lines.append(line)
+        sys.stdout.flush()
+
+    emit(
+        f"Medians of {args.repeats} interleaved SVI steps (`python -m "
+        "benchmarks.enum_hmm --write`), torch on 1 thread; "
+        f"{SIZES['num_sequences']} sequences x {SIZES['max_length']} steps, "
+        f"{SIZES['data_dim']} notes, {HIDDEN} hidden states."
+    )
+    emit("")
+    header = [
+        "model",
+        "contrib.funsor step (record + rest)",
+        "pyro.infer step",
+        "compiled step (record + rest)",
+        "contrib.funsor / compiled",
+        "pyro.infer / compiled",
+        "compiled first step",
+    ]
+    emit("| " + " | ".join(header) + " |")
+    emit("|" + "---|" * len(header))
+    for key in args.models:
+        m, first = measure(key, args.repeats)
+
+        def split(name, m=m):
+            step, record = m[name], m[f"{name} record"]
+            return f"{step:.3f} s ({record:.3f} + {step - record:.3f})"
+
+        c, ours = m["contrib.funsor"], m["compiled"]
+        p = m.get("pyro.infer")
+        row = [
+            key,
+            split("contrib.funsor"),
+            f"{p:.3f} s" if p else "n/a (vectorized_markov)",
+            split("compiled"),
+            f"{c / ours:.1f}x",
+            f"{p / ours:.2f}x" if p else "",
+            f"{first:.1f} s = {first / c:.1f} contrib steps",
+        ]
+        emit("| " + " | ".join(row) + " |")
+    if args.write:
+        path = os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "RESULTS_enum.md"
+        )
+        with open(path, "w") as f:
+            f.write(
+                "# Enumerated HMMs (Pyro's hmm.py models)\n\n" + "\n".join(lines) + "\n"
+            )
+
+
+if __name__ == "__main__":
+    main()
