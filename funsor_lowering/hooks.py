@@ -143,10 +143,16 @@ def hook_attribute(key, owner, name, module, qualname):
 def hook_pattern(key, interpretation, function, module, qualname):
     """Hook every signature under which ``interpretation`` registers
     ``function`` (funsor code dispatching to eager patterns directly)."""
+    registry = interpretation._subinterpretations[0].registry
+    hook_registered(key, registry, function, module, qualname)
+
+
+def hook_registered(key, keyed_registry, function, module, qualname):
+    """Hook every signature under which funsor's ``KeyedRegistry``
+    registers ``function``."""
     _check(key, function, module, qualname)
     hook = _hook(key, function)
-    registry = interpretation._subinterpretations[0].registry.registry
-    for dispatcher in registry.values():
+    for dispatcher in keyed_registry.registry.values():
         for signature, fn in list(dispatcher.funcs.items()):
             if fn is function:
                 dispatcher.add(signature, hook)
@@ -295,6 +301,13 @@ def _install():
         "_eager_contract_tensors",
         "funsor.cnf",
         "_eager_contract_tensors",
+    )
+    hook_registered(
+        "adjoint_contract_generic",
+        funsor.adjoint.adjoint_ops,
+        funsor.adjoint.adjoint_contract_generic,
+        adjoint,
+        "adjoint_contract_generic",
     )
     for name in ("eager_normal", "eager_mvn"):
         fn = getattr(funsor.distribution, name)

@@ -334,3 +334,112 @@ def test_example_runs_as_a_script():
     )
     assert done.returncode == 0, done.stderr
     assert "median step: contrib.funsor" in done.stdout
+
+
+def conditioned_hmm(key, hidden_dim=4, data_dim=5):
+    """hmm.py's model ``key`` with its ``probs_*`` sites fixed."""
+    generator = torch.Generator().manual_seed(0)
+
+    def rand(*shape):
+        return torch.rand(*shape, generator=generator)
+
+    side = int(hidden_dim**0.5)
+    probs = {
+        "0": {
+            "probs_x": rand(hidden_dim, hidden_dim),
+            "probs_y": rand(hidden_dim, data_dim),
+        },
+        "2": {
+            "probs_x": rand(hidden_dim, hidden_dim),
+            "probs_y": rand(hidden_dim, 2, data_dim),
+        },
+        "3": {"probs_w": rand(side, side), "probs_x": rand(side, side)},
+        "4": {"probs_w": rand(side, side), "probs_x": rand(side, side, side)},
+        "6": {},
+    }
+    probs["1"] = probs["0"]
+    for key_ in ("3", "4"):
+        probs[key_]["probs_y"] = rand(side, side, data_dim)
+    data = {
+        k: v / v.sum(-1, keepdim=True) if k != "probs_y" else v
+        for k, v in probs[key].items()
+    }
+    model = small_model(key, hidden_dim)
+    return handlers.condition(model, data={k: v.double() for k, v in data.items()})
+
+
+@pytest.mark.parametrize("key", ["0", "1", "2", "3", "4", "6"])
+def test_infer_discrete_map_of_hmm_models_equals_pyros(key):
+    # pyro.contrib.funsor's infer_discrete fails on models 1-4 (funsor's
+    # adjoint of a contraction of three terms), Pyro's own does
+    # not: MAP values equal (full-length sequences: masked steps are masked
+    # differently by the two)
+    import pyro.infer
+
+    sequences, lengths = jsb_like_data(3, 5, 5)
+    lengths[:] = 5
+    data = (sequences.double(), lengths)
+    model = conditioned_hmm(key)
+    modules = [("pyro", pyro.infer), ("contrib.funsor", discrete)]
+    if key in ("0", "6"):  # where pyro.contrib.funsor's succeeds
+        modules.append(("contrib", contrib))
+    else:
+        with pytest.raises(AssertionError):
+            contrib.infer_discrete(model, -1 - PLATE_NESTING[key], temperature=0)(*data)
+    values = {}
+    for backend, module in modules:
+        with pyro_backend("pyro" if backend == "pyro" else "contrib.funsor"):
+            pyro.clear_param_store()
+            pyro.set_rng_seed(0)
+            decoder = module.infer_discrete(
+                model, -1 - PLATE_NESTING[key], temperature=0
+            )
+            trace = handlers.trace(decoder).get_trace(*data)
+            values[backend] = {
+                name: site["value"].squeeze()
+                for name, site in trace.nodes.items()
+                if site["type"] == "sample" and name[:2] in ("w_", "x_")
+            }
+    for backend in values:
+        assert values[backend].keys() == values["pyro"].keys()
+        for name, expected in values["pyro"].items():
+            assert torch.equal(values[backend][name], expected), (backend, name)
+
+
+def test_infer_discrete_samples_hmm_posterior_marginals():
+    import pyro.infer
+
+    sequences, lengths = jsb_like_data(2, 3, 5, seed=1)
+    data = (sequences.double(), lengths)
+    model = conditioned_hmm("1", hidden_dim=3)
+    with pyro_backend("pyro"):
+        pyro.clear_param_store()
+        marginals = pyro.infer.TraceEnum_ELBO(max_plate_nesting=2).compute_marginals(
+            model, lambda *args: None, *data
+        )
+        expected = marginals["x_1"].probs.squeeze()  # [sequences, states]
+    pyro.set_rng_seed(0)
+    decoder = discrete.infer_discrete(model, -3, temperature=1)
+    draws = torch.stack(
+        [
+            handlers.trace(decoder).get_trace(*data).nodes["x_1"]["value"].reshape(-1)
+            for _ in range(600)
+        ]
+    )
+    frequencies = torch.stack([(draws == k).double().mean(0) for k in range(3)], -1)
+    # 4 standard errors of a frequency out of 600 draws is at most 0.082
+    torch.testing.assert_close(frequencies, expected, atol=0.082, rtol=0)
+
+
+def test_infer_discrete_of_vectorized_markov_names_the_site():
+    vectorized = small_model("7")
+    data = jsb_like_data(2, 4, 5)
+    decoder = discrete.infer_discrete(
+        handlers.condition(
+            vectorized, data={"probs_x": torch.eye(4), "probs_y": torch.rand(4, 5)}
+        ),
+        -4,
+        temperature=0,
+    )
+    with pytest.raises(NotImplementedError, match=r"site 'x_slice\(0, 3, None\)'"):
+        decoder(data[0].double(), data[1])

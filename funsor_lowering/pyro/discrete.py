@@ -8,6 +8,12 @@ the model with those values. Here the model is recorded with the cheap
 handlers of :mod:`.enum_recording`, and the sum-product and its adjoint run
 as a program traced once per model structure, returning each site's value.
 The model is then replayed exactly as ``pyro.contrib.funsor`` replays it.
+
+funsor 0.4.8's adjoint handles contractions of one or two terms only, so
+``pyro.contrib.funsor.infer_discrete`` fails with an ``AssertionError`` on
+the plated chains of Pyro's hmm.py models; here the adjoint of a
+contraction of more terms follows funsor's rule for two, and these models
+get the MAP values of Pyro's own ``pyro.infer.infer_discrete``.
 """
 
 import functools
@@ -15,11 +21,15 @@ import threading
 from collections import OrderedDict
 
 import funsor
+from funsor import ops
+from funsor.approximations import Approximate
 from pyro.contrib.funsor.handlers import replay
 from pyro.contrib.funsor.handlers.enum_messenger import _get_support_value
+from pyro.contrib.funsor.infer.traceenum_elbo import apply_optimizer
 from pyro.poutine import Trace, block
 from pyro.poutine.util import site_is_subsample
 
+from .. import hooks
 from ..tracing.tracer import trace_function
 from .enum_recording import RecordingEnumMessenger, RecordingTraceMessenger
 from .enum_terms import describe_trace, structure_key, terms_of
@@ -79,6 +89,35 @@ def _sample_posterior(model, first_available_dim, temperature, *args, **kwargs):
         return model(*args, **kwargs)
 
 
+def _adjoint_of_many_terms(
+    adj_sum_op, adj_prod_op, out_adj, sum_op, prod_op, reduced_vars, terms
+):
+    """funsor's adjoint of a ``Contraction``, for any number of terms
+    (funsor's handles one or two, and fails on plated chains' sum-products
+    with an ``AssertionError``, in ``pyro.contrib.funsor`` too): each term's
+    adjoint is the output's times every other term, as funsor's rule for
+    two terms."""
+    if len(terms) <= 2 or prod_op is not adj_prod_op:
+        return hooks.original("adjoint_contract_generic")(
+            adj_sum_op, adj_prod_op, out_adj, sum_op, prod_op, reduced_vars, terms
+        )
+    if sum_op not in (ops.null, adj_sum_op):
+        raise NotImplementedError(
+            f"adjoint of a {sum_op} contraction of {len(terms)} terms"
+        )
+
+    def product(factors):
+        return functools.reduce(adj_prod_op, factors)
+
+    out_adj = Approximate(
+        adj_sum_op, out_adj, adj_prod_op(out_adj, product(terms)), reduced_vars
+    )
+    return tuple(
+        (term, adj_prod_op(out_adj, product(terms[:i] + terms[i + 1 :])))
+        for i, term in enumerate(terms)
+    )
+
+
 def _support_size(node):
     return node["fn"].logits.shape[-1]
 
@@ -90,6 +129,12 @@ def _latent_sites(trace):
     for name, node in trace.nodes.items():
         if node["type"] != "sample" or site_is_subsample(node) or node["is_observed"]:
             continue
+        if node["infer"].get("_do_not_score", False):
+            raise NotImplementedError(
+                f"site {name!r}: infer_discrete of vectorized_markov's "
+                "auxiliary sites is not supported (nor by "
+                "pyro.contrib.funsor.infer_discrete)"
+            )
         if not node.get("lowering_enumerated"):
             raise NotImplementedError(
                 f"site {name!r}: infer_discrete needs every latent site to be "
@@ -115,8 +160,11 @@ def _compile(description, latent, tensors, temperature, ranks):
                 eliminate=terms["measure_vars"] | terms["plate_vars"],
                 plates=terms["plate_vars"],
             )
-            log_prob = funsor.optimizer.apply_optimizer(log_prob)
-        with approximation:
+            log_prob = apply_optimizer(log_prob)
+        with (
+            approximation,
+            hooks.replaced({"adjoint_contract_generic": _adjoint_of_many_terms}),
+        ):
             approx_factors = funsor.adjoint.adjoint(sum_op, funsor.ops.add, log_prob)
         values = {}
         for name in latent:
