@@ -313,6 +313,11 @@ SCALE = (
         "benchmarks.batching",
         "RESULTS_batching.md",
     ),
+    (
+        "Enumerated HMMs: Pyro's hmm.py models",
+        "benchmarks.enum_hmm",
+        "RESULTS_enum.md",
+    ),
 )
 
 
