@@ -13,7 +13,7 @@ import pytest
 from funsor.domains import Reals
 from funsor.terms import Variable
 
-from funsor_lowering import compile_funsor
+from funsor_lowering import compile_funsor, trace_function
 
 from .helpers import assert_matches, chain_sum_product, from_numpy
 
@@ -259,3 +259,21 @@ def test_preparing_draws_nothing_from_the_global_random_state():
     torch.manual_seed(0)
     case.program(arrays)  # traces, optimizes and prepares
     assert_matches(torch.randn(3), expected)
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch programs are prepared")
+def test_traced_programs_are_prepared_on_their_example_inputs():
+    # stand-ins (ones) make a a^T singular; the example inputs do not, so
+    # the code is generated once, at build, and the first call reuses it
+    import torch
+    from funsor import ops
+
+    def fn(a):
+        return ops.cholesky(ops.matmul(a, ops.transpose(a, -1, -2)))
+
+    a = torch.randn(2, 3, dtype=torch.float64)
+    program = trace_function(fn, {"a": a})
+    assert program.cache_info()["bodies"] == 1
+    parameter = torch.nn.Parameter(torch.randn(2, 3, dtype=torch.float64))
+    assert_matches(program(a=parameter), fn(parameter.detach()))
+    assert program.cache_info()["bodies"] == 1  # parameters share the code

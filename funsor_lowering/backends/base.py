@@ -44,6 +44,11 @@ class ArrayBackend:
         """``"real"``, ``"int"`` or ``"bool"`` for an array of this backend."""
         raise NotImplementedError
 
+    def code_type(self, value):
+        """The type generated code for ``value`` is specialized for (one
+        body serves subclasses that funsor dispatches as their base)."""
+        return type(value)
+
     def as_traceable(self, value):
         """``value`` in a form that keeps its identity when funsor wraps it
         (numpy scalars become 0-d arrays, which ``Tensor`` does not copy)."""

@@ -40,6 +40,10 @@ class TorchBackend(ArrayBackend):
     def is_array(self, value):
         return isinstance(value, torch.Tensor)
 
+    def code_type(self, value):
+        # parameters (Pyro's, nn.Module's) share the tensors' code
+        return torch.Tensor if type(value) is torch.nn.Parameter else type(value)
+
     def is_compiling(self):
         return torch.compiler.is_compiling()
 

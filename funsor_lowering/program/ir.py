@@ -320,16 +320,19 @@ class OpProgram:
             backend=self.backend,
         )
 
-    def prepare(self):
+    def prepare(self, inputs=None):
         """Generate the program's code for its backend's own arrays now, as
-        its first call would, running it once on stand-in inputs without
-        drawing from the global random state; returns the program. Then
+        its first call would, running it once on ``inputs`` (a dict as for a
+        call; by default stand-ins) without drawing from the global random
+        state; returns the program. Then
         ``torch.compile(program)`` (or a function calling it) can trace a
         call without graph breaks: a compiler's tracer cannot generate
         code. ``compile_funsor``, ``compile_function`` and
         ``trace_function`` prepare torch programs."""
         backend = self._array_backend
-        values = self.validate(backend.example_inputs(self))
+        values = self.validate(
+            backend.example_inputs(self) if inputs is None else inputs
+        )
         with backend.preserved_random_state():
             self._runtime.body(values)
         return self

@@ -77,7 +77,7 @@ class Runtime:
         take locks): validate and run the body generated before for the
         inputs' types (see :meth:`OpProgram.prepare`)."""
         values = self.program.validate(kwargs)
-        body = self.bodies.get(tuple(map(type, values)))
+        body = self.bodies.get(self.type_key(values))
         if body is None:
             raise RuntimeError(
                 f"{self.program!r} has no generated code for inputs of types "
@@ -87,12 +87,16 @@ class Runtime:
             )
         return body(*values)
 
+    def type_key(self, values):
+        """The key of the body serving input arrays ``values``."""
+        return tuple(map(self.program._array_backend.code_type, values))
+
     def body(self, values):
         """``(body, outputs)``: the generated body for the types of
         ``values``; where it was generated now, the outputs computed while
         resolving the implementations (so random ops draw once per call),
         else ``None``."""
-        key = tuple(map(type, values))
+        key = self.type_key(values)
         body = self.bodies.get(key)
         if body is not None:
             return body, None
@@ -131,14 +135,15 @@ class Runtime:
         return {"signatures": len(self.signatures), "bodies": len(self.bodies)}
 
 
-def prepared(program):
+def prepared(program, inputs=None):
     """``program``, its code generated now where a backend compiler may
     trace it (torch: :meth:`OpProgram.prepare`). Preparing runs the
-    program on stand-in inputs; where that fails (values a stand-in does not
-    satisfy), the first call generates the code instead."""
+    program on ``inputs`` (by default stand-ins); where that fails (values
+    a stand-in does not satisfy), the first call generates the code
+    instead."""
     if program.backend == "torch":
         try:
-            program.prepare()
+            program.prepare(inputs)
         except Exception:  # noqa: BLE001 - only a missed optimization
             pass
     return program

@@ -533,7 +533,9 @@ def trace_function(fn, kwargs, *, allow_constants=False):
     with tracing_hooks(backend), recorder, TracingInterpretation():
         with backend_errors_named():
             result = fn(**symbolic)
-    return _build_program(recorder, symbolic, input_types, result, allow_constants)
+    program = _build_program(recorder, symbolic, input_types, result, allow_constants)
+    # code generated on the example inputs (stand-ins may not satisfy it)
+    return prepared(program, kwargs)
 
 
 def _recorder_of(backend, inputs):
@@ -613,7 +615,7 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
         visit(node, "an output")
         return number[id(node)]
 
-    return prepared(optimize(editor.finish(map_leaves(output, result))))
+    return optimize(editor.finish(map_leaves(output, result)))
 
 
 def _needed(roots):
