@@ -63,8 +63,9 @@ class RecordedTensor:
         return recorded
 
     def signature(self):
-        dtype = None if self.data is None else self.data.dtype
-        return (self.shape, dtype, self.names)
+        if self.data is None:
+            return (self.shape, None, None, self.names)
+        return (self.shape, self.data.dtype, self.data.device, self.names)
 
     def to_funsor(self):
         sizes = tuple(self.shape[dim] for dim, _ in self.names)

@@ -31,9 +31,10 @@ class Chain(NamedTuple):
 
 class Site(NamedTuple):
     """A scored sample site. ``log_prob`` and ``log_measure`` are
-    ``(index, shape, dtype, names)`` of the site's tensors (``names``: pairs
-    of negative dim and name; ``index`` and ``dtype`` are ``None`` for a log
-    density that is not a log factor), or ``None``."""
+    ``(index, shape, dtype, device, names)`` of the site's tensors
+    (``names``: pairs of negative dim and name; ``index``, ``dtype`` and
+    ``device`` are ``None`` for a log density that is not a log factor), or
+    ``None``."""
 
     name: str
     plates: tuple
@@ -110,7 +111,7 @@ def structure_key(*descriptions, ranks=None):
 def tensor_of(arrays, slot):
     """The funsor ``Tensor`` of a recorded tensor: its dims larger than 1,
     named."""
-    index, shape, _, names = slot
+    index, shape, _, _, names = slot
     data = arrays[index]
     sizes = tuple(shape[dim] for dim, _ in names)
     if sizes != tuple(shape):
@@ -159,7 +160,7 @@ def terms_of(description, arrays):
             continue
         common_scale = (
             node.replay_active
-            and terms["measure_vars"].intersection(n for _, n in node.log_prob[3])
+            and terms["measure_vars"].intersection(n for _, n in node.log_prob[-1])
             and node.scale != 1.0
         )
         if common_scale:  # a model site depending on enumerated variables
