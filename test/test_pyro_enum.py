@@ -26,6 +26,7 @@ from benchmarks.hmm_models import (  # noqa: E402
     jsb_like_data,
 )
 from funsor_lowering.pyro import discrete, enum_elbo  # noqa: E402
+from funsor_lowering.pyro.program_cache import ProgramCache  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -129,7 +130,7 @@ def test_one_program_per_structure_and_new_shapes_recompile(monkeypatch):
         return real_compile(self, *args)
 
     monkeypatch.setattr(enum_elbo._CompiledEnumLoss, "_compile", counting_compile)
-    monkeypatch.setattr(enum_elbo, "_PROGRAMS", type(enum_elbo._PROGRAMS)())
+    monkeypatch.setattr(enum_elbo, "PROGRAMS", ProgramCache())
     long, short = jsb_like_data(3, 6, 5, seed=5), jsb_like_data(3, 4, 5, seed=6)
     long, short = (long[0].double(), long[1]), (short[0].double(), short[1])
     for data, compiled_so_far in [(long, 1), (long, 1), (short, 2), (long, 2)]:

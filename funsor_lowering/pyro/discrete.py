@@ -17,7 +17,6 @@ get the MAP values of Pyro's own ``pyro.infer.infer_discrete``.
 """
 
 import functools
-import threading
 from collections import OrderedDict
 
 import funsor
@@ -33,10 +32,10 @@ from .. import hooks
 from ..tracing.tracer import trace_function
 from .enum_recording import RecordingEnumMessenger, RecordingTraceMessenger
 from .enum_terms import describe_trace, structure_key, terms_of
+from .program_cache import ProgramCache
 
-_PROGRAMS = OrderedDict()
-_PROGRAMS_MAX = 64
-_LOCK = threading.Lock()
+#: (program, value inputs) by (temperature, structure key)
+PROGRAMS = ProgramCache()
 
 
 def infer_discrete(model, first_available_dim=None, temperature=1):
@@ -66,14 +65,9 @@ def _sample_posterior(model, first_available_dim, temperature, *args, **kwargs):
     description = describe_trace(model_tr, tensors)
     ranks = {}
     key = (temperature, structure_key(description, ranks=ranks))
-    entry = _PROGRAMS.get(key)
-    if entry is None:
-        entry = _compile(description, latent, tensors, temperature, ranks)
-        with _LOCK:
-            _PROGRAMS[key] = entry
-            while len(_PROGRAMS) > _PROGRAMS_MAX:
-                _PROGRAMS.popitem(last=False)
-    program, value_inputs = entry
+    program, value_inputs = PROGRAMS.get(
+        key, lambda: _compile(description, latent, tensors, temperature, ranks)
+    )
     names = list(ranks)
     values = program(**{f"t{k}": t for k, t in enumerate(tensors)})
     sample_tr = model_tr.copy()

@@ -17,8 +17,6 @@ program. Replacing the import is the only change::
 """
 
 import contextlib
-import threading
-from collections import OrderedDict
 
 import funsor
 import pyro.contrib.funsor.infer.traceenum_elbo as contrib
@@ -30,11 +28,10 @@ from pyro.contrib.funsor.infer.elbo import Jit_ELBO
 from ..tracing.tracer import trace_function
 from .enum_recording import RecordingEnumMessenger, RecordingTraceMessenger
 from .enum_terms import describe_trace, structure_key, terms_of
+from .program_cache import ProgramCache
 
 #: programs by (loss kind, structure key); shared by all loss instances
-_PROGRAMS = OrderedDict()
-_PROGRAMS_MAX = 64
-_LOCK = threading.Lock()
+PROGRAMS = ProgramCache()
 
 
 def record_traces(elbo, model, guide, args, kwargs):
@@ -205,13 +202,9 @@ class _CompiledEnumLoss:
         guide_desc = describe_trace(guide_tr, tensors)
         model_desc = describe_trace(model_tr, tensors)
         key = (type(self)._formula, structure_key(guide_desc, model_desc))
-        program = _PROGRAMS.get(key)
-        if program is None:
-            program = self._compile(guide_desc, model_desc, tensors)
-            with _LOCK:
-                _PROGRAMS[key] = program
-                while len(_PROGRAMS) > _PROGRAMS_MAX:
-                    _PROGRAMS.popitem(last=False)
+        program = PROGRAMS.get(
+            key, lambda: self._compile(guide_desc, model_desc, tensors)
+        )
         return -program(**{f"t{k}": t for k, t in enumerate(tensors)})
 
     def _compile(self, guide_desc, model_desc, tensors):

@@ -21,7 +21,6 @@ from pyro.contrib.funsor.handlers.enum_messenger import EnumMessenger
 from pyro.contrib.funsor.handlers.plate_messenger import VectorizedMarkovMessenger
 from pyro.contrib.funsor.handlers.runtime import _DIM_STACK, DimRequest, DimType
 from pyro.contrib.funsor.handlers.trace_messenger import TraceMessenger
-from pyro.distributions import Categorical
 from pyro.poutine.runtime import _PYRO_STACK
 from pyro.poutine.subsample_messenger import _Subsample
 from pyro.poutine.trace_messenger import TraceMessenger as PyroTraceMessenger
@@ -99,9 +98,7 @@ class RecordingEnumMessenger(EnumMessenger):
                 "losses for sequential, flat or sampled (TMC) enumeration"
             )
         fn = msg["fn"]
-        if type(fn) is not Categorical and not isinstance(
-            fn, torch.distributions.Categorical
-        ):
+        if not isinstance(fn, torch.distributions.Categorical):
             raise NotImplementedError(
                 f"site {name!r}: parallel enumeration of "
                 f"{type(fn).__name__} is not supported; compiled enumeration "
