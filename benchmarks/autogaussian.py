@@ -18,6 +18,8 @@ import time
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.timing import Report  # noqa: E402
+
 
 def pyrocov_like_model(data):
     import pyro
@@ -109,12 +111,7 @@ def main(argv=None):
         "--write", action="store_true", help="also write RESULTS_autogaussian.md"
     )
     args = parser.parse_args(argv)
-    lines = []
-
-    def emit(line):
-        print(line)
-        lines.append(line)
-        sys.stdout.flush()
+    emit = Report()
 
     import funsor
 
@@ -123,18 +120,18 @@ def main(argv=None):
         f"Medians of {args.repeats} interleaved repeats (`python -m "
         f"benchmarks.autogaussian --write`), torch on {os.cpu_count()} cpus."
     )
-    emit("")
-    header = [
-        "T,P,S,F",
-        "what",
-        "dense",
-        "funsor",
-        "compiled",
-        "funsor/compiled",
-        "dense/compiled",
-    ]
-    emit("| " + " | ".join(header) + " |")
-    emit("|" + "---|" * len(header))
+    emit()
+    emit.header(
+        [
+            "T,P,S,F",
+            "what",
+            "dense",
+            "funsor",
+            "compiled",
+            "funsor/compiled",
+            "dense/compiled",
+        ]
+    )
     for text in args.sizes:
         size = tuple(int(x) for x in text.split(","))
         medians, compile_time = measure(size, args.repeats)
@@ -149,18 +146,14 @@ def main(argv=None):
                 f"{f / c:.1f}x",
                 f"{d / c:.2f}x",
             ]
-            emit("| " + " | ".join(row) + " |")
+            emit.row(row)
         steps = compile_time / medians["funsor step"]
         emit(
             f"| {text} | first guide call (set-up + compile) | | | "
             f"{compile_time * 1e3:.0f} ms | = {steps:.1f} funsor steps | |"
         )
     if args.write:
-        path = os.path.join(
-            os.path.dirname(os.path.abspath(__file__)), "RESULTS_autogaussian.md"
-        )
-        with open(path, "w") as f:
-            f.write("# AutoGaussian backends\n\n" + "\n".join(lines) + "\n")
+        emit.write("RESULTS_autogaussian.md", "AutoGaussian backends")
 
 
 if __name__ == "__main__":

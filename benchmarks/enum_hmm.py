@@ -3,7 +3,7 @@ models): the SVI step of ``funsor_lowering.pyro``'s compiled losses against
 ``pyro.contrib.funsor``'s and Pyro's own opt_einsum-based
 ``pyro.infer.TraceEnum_ELBO``, torch on 1 thread, interleaved.
 
-    python -m benchmarks.enum_hmm [--repeats 3] [--models 0 1 3 7] [--write]
+    python -m benchmarks.enum_hmm [--repeats 5] [--models 0 1 ... 7 2v 3v] [--write]
 
 Data of the JSB chorales' shapes: 20 sequences of up to 50 steps, 51
 notes, 16 hidden states. Each loss gets its own ``SVI`` with learning rate
@@ -21,6 +21,8 @@ import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.timing import Report  # noqa: E402
 
 SIZES = {"num_sequences": 20, "max_length": 50, "data_dim": 51}
 HIDDEN = 16
@@ -110,8 +112,12 @@ def measure(key, repeats):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.enum_hmm")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--models", nargs="*", default=["0", "1", "2", "3", "7"])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--models",
+        nargs="*",
+        default=["0", "1", "2", "3", "4", "5", "6", "7", "2v", "3v"],
+    )
     parser.add_argument("--write", action="store_true", help="write RESULTS_enum.md")
     args = parser.parse_args(argv)
 
@@ -120,12 +126,7 @@ def main(argv=None):
 
     funsor.set_backend("torch")
     torch.set_num_threads(1)
-    lines = []
-
-    def emit(line):
-        print(line)
-        lines.append(line)
-        sys.stdout.flush()
+    emit = Report()
 
     emit(
         f"Medians of {args.repeats} interleaved SVI steps (`python -m "
@@ -133,7 +134,7 @@ def main(argv=None):
         f"{SIZES['num_sequences']} sequences x {SIZES['max_length']} steps, "
         f"{SIZES['data_dim']} notes, {HIDDEN} hidden states."
     )
-    emit("")
+    emit()
     header = [
         "model",
         "contrib.funsor step (record + rest)",
@@ -143,8 +144,7 @@ def main(argv=None):
         "pyro.infer / compiled",
         "compiled first step",
     ]
-    emit("| " + " | ".join(header) + " |")
-    emit("|" + "---|" * len(header))
+    emit.header(header)
     for key in args.models:
         m, first = measure(key, args.repeats)
 
@@ -163,15 +163,9 @@ def main(argv=None):
             f"{p / ours:.2f}x" if p else "",
             f"{first:.1f} s = {first / c:.1f} contrib steps",
         ]
-        emit("| " + " | ".join(row) + " |")
+        emit.row(row)
     if args.write:
-        path = os.path.join(
-            os.path.dirname(os.path.abspath(__file__)), "RESULTS_enum.md"
-        )
-        with open(path, "w") as f:
-            f.write(
-                "# Enumerated HMMs (Pyro's hmm.py models)\n\n" + "\n".join(lines) + "\n"
-            )
+        emit.write("RESULTS_enum.md", "Enumerated HMMs (Pyro's hmm.py models)")
 
 
 if __name__ == "__main__":

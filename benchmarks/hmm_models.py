@@ -53,6 +53,40 @@ def _sparse_emissions(name, *shape):
     )
 
 
+def _sequence_steps(lengths, max_length, history=1):
+    """hmm.py's loop: a plate over the sequences (dim -2) and markov time
+    steps, each masked past its sequence's length; yields ``(t, batch)``."""
+    with pyro.plate("sequences", len(lengths), dim=-2) as batch:
+        lengths = lengths[batch]
+        for t in pyro.markov(range(max_length), history=history):
+            with handlers.mask(mask=(t < lengths).unsqueeze(-1)):
+                yield t, batch
+
+
+def _vectorized_steps(lengths, max_length):
+    """The same loop with time vectorized: the plate at dim -3 and
+    ``vectorized_markov`` over time at dim -2 (``t`` is an int or a range
+    of steps)."""
+    with pyro.plate("sequences", len(lengths), dim=-3) as batch:
+        lengths = lengths[batch]
+        batch = batch[:, None]
+        for t in pyro.vectorized_markov(name="time", size=max_length, dim=-2):
+            with handlers.mask(mask=(t < lengths.unsqueeze(-1)).unsqueeze(-1)):
+                yield t, batch
+
+
+def _steps(lengths, max_length, vectorized):
+    """:func:`_vectorized_steps` or :func:`_sequence_steps`."""
+    if vectorized:
+        return _vectorized_steps(lengths, max_length)
+    return _sequence_steps(lengths, max_length)
+
+
+def _enumerated(name, probs):
+    """A hidden state, enumerated in parallel."""
+    return pyro.sample(name, dist.Categorical(probs), infer={"enumerate": "parallel"})
+
+
 def model_0(sequences, lengths, hidden_dim=16, include_prior=True):
     """A plain HMM, looping over sequences in Python."""
     _, _, data_dim = sequences.shape
@@ -63,11 +97,7 @@ def model_0(sequences, lengths, hidden_dim=16, include_prior=True):
     for i in pyro.plate("sequences", len(sequences)):
         x = 0
         for t in pyro.markov(range(int(lengths[i]))):
-            x = pyro.sample(
-                f"x_{i}_{t}",
-                dist.Categorical(probs_x[x]),
-                infer={"enumerate": "parallel"},
-            )
+            x = _enumerated(f"x_{i}_{t}", probs_x[x])
             with tones:
                 pyro.sample(
                     f"y_{i}_{t}",
@@ -76,118 +106,82 @@ def model_0(sequences, lengths, hidden_dim=16, include_prior=True):
                 )
 
 
-def model_1(sequences, lengths, hidden_dim=16, include_prior=True):
+def model_1(sequences, lengths, hidden_dim=16, include_prior=True, vectorized=False):
     """The HMM with a plate over sequences, masked past each length."""
-    num_sequences, max_length, data_dim = sequences.shape
+    _, max_length, data_dim = sequences.shape
     with handlers.mask(mask=include_prior):
         probs_x = _sticky_transitions("probs_x", hidden_dim)
         probs_y = _sparse_emissions("probs_y", hidden_dim, data_dim)
     tones = pyro.plate("tones", data_dim, dim=-1)
-    with pyro.plate("sequences", num_sequences, dim=-2) as batch:
-        lengths = lengths[batch]
-        x = 0
-        for t in pyro.markov(range(max_length)):
-            with handlers.mask(mask=(t < lengths).unsqueeze(-1)):
-                x = pyro.sample(
-                    f"x_{t}",
-                    dist.Categorical(probs_x[x]),
-                    infer={"enumerate": "parallel"},
-                )
-                with tones:
-                    pyro.sample(
-                        f"y_{t}",
-                        dist.Bernoulli(probs_y[x.squeeze(-1)]),
-                        obs=sequences[batch, t],
-                    )
+    x = 0
+    for t, batch in _steps(lengths, max_length, vectorized):
+        x = _enumerated(f"x_{t}", probs_x[x])
+        with tones:
+            pyro.sample(
+                f"y_{t}",
+                dist.Bernoulli(probs_y[x.squeeze(-1)]),
+                obs=Vindex(sequences)[batch, t],
+            )
 
 
-def model_2(sequences, lengths, hidden_dim=16, include_prior=True):
+def model_2(sequences, lengths, hidden_dim=16, include_prior=True, vectorized=False):
     """Each note also depends on itself one step earlier (arHMM)."""
-    num_sequences, max_length, data_dim = sequences.shape
+    _, max_length, data_dim = sequences.shape
     with handlers.mask(mask=include_prior):
         probs_x = _sticky_transitions("probs_x", hidden_dim)
         probs_y = _sparse_emissions("probs_y", hidden_dim, 2, data_dim)
     tones = pyro.plate("tones", data_dim, dim=-1)
-    with pyro.plate("sequences", num_sequences, dim=-2) as batch:
-        lengths = lengths[batch]
-        x, y = 0, 0
-        for t in pyro.markov(range(max_length)):
-            with handlers.mask(mask=(t < lengths).unsqueeze(-1)):
-                x = pyro.sample(
-                    f"x_{t}",
-                    dist.Categorical(probs_x[x]),
-                    infer={"enumerate": "parallel"},
-                )
-                with tones as notes:
-                    y = pyro.sample(
-                        f"y_{t}",
-                        dist.Bernoulli(probs_y[x, y, notes]),
-                        obs=sequences[batch, t],
-                    ).long()
+    x, y = 0, 0
+    for t, batch in _steps(lengths, max_length, vectorized):
+        x = _enumerated(f"x_{t}", probs_x[x])
+        with tones as notes:
+            y = pyro.sample(
+                f"y_{t}",
+                dist.Bernoulli(Vindex(probs_y)[x, y, notes]),
+                obs=Vindex(sequences)[batch, t],
+            ).long()
 
 
-def model_3(sequences, lengths, hidden_dim=16, include_prior=True):
+def model_3(sequences, lengths, hidden_dim=16, include_prior=True, vectorized=False):
     """Two independent chains w and x jointly emitting the notes (FHMM)."""
-    num_sequences, max_length, data_dim = sequences.shape
+    _, max_length, data_dim = sequences.shape
     side = int(hidden_dim**0.5)
     with handlers.mask(mask=include_prior):
         probs_w = _sticky_transitions("probs_w", side)
         probs_x = _sticky_transitions("probs_x", side)
         probs_y = _sparse_emissions("probs_y", side, side, data_dim)
     tones = pyro.plate("tones", data_dim, dim=-1)
-    with pyro.plate("sequences", num_sequences, dim=-2) as batch:
-        lengths = lengths[batch]
-        w, x = 0, 0
-        for t in pyro.markov(range(max_length)):
-            with handlers.mask(mask=(t < lengths).unsqueeze(-1)):
-                w = pyro.sample(
-                    f"w_{t}",
-                    dist.Categorical(probs_w[w]),
-                    infer={"enumerate": "parallel"},
-                )
-                x = pyro.sample(
-                    f"x_{t}",
-                    dist.Categorical(probs_x[x]),
-                    infer={"enumerate": "parallel"},
-                )
-                with tones as notes:
-                    pyro.sample(
-                        f"y_{t}",
-                        dist.Bernoulli(probs_y[w, x, notes]),
-                        obs=sequences[batch, t],
-                    )
+    w, x = 0, 0
+    for t, batch in _steps(lengths, max_length, vectorized):
+        w = _enumerated(f"w_{t}", probs_w[w])
+        x = _enumerated(f"x_{t}", probs_x[x])
+        with tones as notes:
+            pyro.sample(
+                f"y_{t}",
+                dist.Bernoulli(Vindex(probs_y)[w, x, notes]),
+                obs=Vindex(sequences)[batch, t],
+            )
 
 
 def model_4(sequences, lengths, hidden_dim=16, include_prior=True):
     """The factorial HMM with x's transitions depending on w (PFHMM)."""
-    num_sequences, max_length, data_dim = sequences.shape
+    _, max_length, data_dim = sequences.shape
     side = int(hidden_dim**0.5)
     with handlers.mask(mask=include_prior):
         probs_w = _sticky_transitions("probs_w", side)
         probs_x = _sticky_transitions("probs_x", side, batch=(side,))
         probs_y = _sparse_emissions("probs_y", side, side, data_dim)
     tones = pyro.plate("tones", data_dim, dim=-1)
-    with pyro.plate("sequences", num_sequences, dim=-2) as batch:
-        lengths = lengths[batch]
-        w = x = torch.tensor(0, dtype=torch.long)
-        for t in pyro.markov(range(max_length)):
-            with handlers.mask(mask=(t < lengths).unsqueeze(-1)):
-                w = pyro.sample(
-                    f"w_{t}",
-                    dist.Categorical(probs_w[w]),
-                    infer={"enumerate": "parallel"},
-                )
-                x = pyro.sample(
-                    f"x_{t}",
-                    dist.Categorical(Vindex(probs_x)[w, x]),
-                    infer={"enumerate": "parallel"},
-                )
-                with tones as notes:
-                    pyro.sample(
-                        f"y_{t}",
-                        dist.Bernoulli(probs_y[w, x, notes]),
-                        obs=sequences[batch, t],
-                    )
+    w = x = torch.tensor(0, dtype=torch.long)
+    for t, batch in _sequence_steps(lengths, max_length):
+        w = _enumerated(f"w_{t}", probs_w[w])
+        x = _enumerated(f"x_{t}", Vindex(probs_x)[w, x])
+        with tones as notes:
+            pyro.sample(
+                f"y_{t}",
+                dist.Bernoulli(probs_y[w, x, notes]),
+                obs=sequences[batch, t],
+            )
 
 
 class NoteLogits(nn.Module):
@@ -215,36 +209,29 @@ _NOTE_LOGITS = {}
 
 def model_5(sequences, lengths, hidden_dim=16, include_prior=True):
     """Notes from a neural net of the hidden state and previous notes."""
-    num_sequences, max_length, data_dim = sequences.shape
+    _, max_length, data_dim = sequences.shape
     key = (hidden_dim, data_dim)
     if key not in _NOTE_LOGITS:
         _NOTE_LOGITS[key] = NoteLogits(hidden_dim, data_dim)
     note_logits = pyro.module("note_logits", _NOTE_LOGITS[key])
     with handlers.mask(mask=include_prior):
         probs_x = _sticky_transitions("probs_x", hidden_dim)
-    with pyro.plate("sequences", num_sequences, dim=-2) as batch:
-        lengths = lengths[batch]
-        x = 0
-        y = torch.zeros(data_dim)
-        for t in pyro.markov(range(max_length)):
-            with handlers.mask(mask=(t < lengths).unsqueeze(-1)):
-                x = pyro.sample(
-                    f"x_{t}",
-                    dist.Categorical(probs_x[x]),
-                    infer={"enumerate": "parallel"},
-                )
-                with pyro.plate(f"tones_{t}", data_dim, dim=-1):
-                    y = pyro.sample(
-                        f"y_{t}",
-                        dist.Bernoulli(logits=note_logits(x, y)),
-                        obs=sequences[batch, t],
-                    )
+    x = 0
+    y = torch.zeros(data_dim)
+    for t, batch in _sequence_steps(lengths, max_length):
+        x = _enumerated(f"x_{t}", probs_x[x])
+        with pyro.plate(f"tones_{t}", data_dim, dim=-1):
+            y = pyro.sample(
+                f"y_{t}",
+                dist.Bernoulli(logits=note_logits(x, y)),
+                obs=sequences[batch, t],
+            )
 
 
 def model_6(sequences, lengths, hidden_dim=16, include_prior=False):
     """A second-order chain: x[t] depends on x[t-1] and x[t-2]; the
     transition and emission tables are parameters (no priors)."""
-    num_sequences, max_length, data_dim = sequences.shape
+    _, max_length, data_dim = sequences.shape
     probs_x = pyro.param(
         "probs_x",
         lambda: torch.rand(hidden_dim, hidden_dim, hidden_dim),
@@ -256,115 +243,31 @@ def model_6(sequences, lengths, hidden_dim=16, include_prior=False):
         constraint=constraints.unit_interval,
     )
     tones = pyro.plate("tones", data_dim, dim=-1)
-    with pyro.plate("sequences", num_sequences, dim=-2) as batch:
-        lengths = lengths[batch]
-        x_curr, x_prev = torch.tensor(0), torch.tensor(0)
-        for t in pyro.markov(range(max_length), history=2):
-            with handlers.mask(mask=(t < lengths).unsqueeze(-1)):
-                probs_x_t = Vindex(probs_x)[x_prev, x_curr]
-                x_prev, x_curr = (
-                    x_curr,
-                    pyro.sample(
-                        f"x_{t}",
-                        dist.Categorical(probs_x_t),
-                        infer={"enumerate": "parallel"},
-                    ),
-                )
-                with tones:
-                    pyro.sample(
-                        f"y_{t}",
-                        dist.Bernoulli(probs_y[x_curr.squeeze(-1)]),
-                        obs=sequences[batch, t],
-                    )
+    x_curr, x_prev = torch.tensor(0), torch.tensor(0)
+    for t, batch in _sequence_steps(lengths, max_length, history=2):
+        x_prev, x_curr = x_curr, _enumerated(f"x_{t}", Vindex(probs_x)[x_prev, x_curr])
+        with tones:
+            pyro.sample(
+                f"y_{t}",
+                dist.Bernoulli(probs_y[x_curr.squeeze(-1)]),
+                obs=sequences[batch, t],
+            )
 
 
 def model_7(sequences, lengths, hidden_dim=16, include_prior=True):
     """Model 1 with time vectorized: a plate over sequences and
     ``vectorized_markov`` over time (eliminated by parallel scan)."""
-    num_sequences, max_length, data_dim = sequences.shape
-    with handlers.mask(mask=include_prior):
-        probs_x = _sticky_transitions("probs_x", hidden_dim)
-        probs_y = _sparse_emissions("probs_y", hidden_dim, data_dim)
-    tones = pyro.plate("tones", data_dim, dim=-1)
-    with pyro.plate("sequences", num_sequences, dim=-3) as batch:
-        lengths = lengths[batch]
-        batch = batch[:, None]
-        x_prev = 0
-        for t in pyro.vectorized_markov(name="time", size=max_length, dim=-2):
-            with handlers.mask(mask=(t < lengths.unsqueeze(-1)).unsqueeze(-1)):
-                x_curr = pyro.sample(
-                    f"x_{t}",
-                    dist.Categorical(probs_x[x_prev]),
-                    infer={"enumerate": "parallel"},
-                )
-                with tones:
-                    pyro.sample(
-                        f"y_{t}",
-                        dist.Bernoulli(probs_y[x_curr.squeeze(-1)]),
-                        obs=Vindex(sequences)[batch, t],
-                    )
-                x_prev = x_curr
+    model_1(sequences, lengths, hidden_dim, include_prior, vectorized=True)
 
 
 def model_2v(sequences, lengths, hidden_dim=16, include_prior=True):
     """Model 2 (arHMM) with time vectorized."""
-    num_sequences, max_length, data_dim = sequences.shape
-    with handlers.mask(mask=include_prior):
-        probs_x = _sticky_transitions("probs_x", hidden_dim)
-        probs_y = _sparse_emissions("probs_y", hidden_dim, 2, data_dim)
-    tones = pyro.plate("tones", data_dim, dim=-1)
-    with pyro.plate("sequences", num_sequences, dim=-3) as batch:
-        lengths = lengths[batch]
-        batch = batch[:, None]
-        x_prev, y_prev = 0, 0
-        for t in pyro.vectorized_markov(name="time", size=max_length, dim=-2):
-            with handlers.mask(mask=(t < lengths.unsqueeze(-1)).unsqueeze(-1)):
-                x_curr = pyro.sample(
-                    f"x_{t}",
-                    dist.Categorical(probs_x[x_prev]),
-                    infer={"enumerate": "parallel"},
-                )
-                with tones as notes:
-                    y_curr = pyro.sample(
-                        f"y_{t}",
-                        dist.Bernoulli(Vindex(probs_y)[x_curr, y_prev, notes]),
-                        obs=Vindex(sequences)[batch, t],
-                    ).long()
-                x_prev, y_prev = x_curr, y_curr
+    model_2(sequences, lengths, hidden_dim, include_prior, vectorized=True)
 
 
 def model_3v(sequences, lengths, hidden_dim=16, include_prior=True):
     """Model 3 (factorial HMM) with time vectorized."""
-    num_sequences, max_length, data_dim = sequences.shape
-    side = int(hidden_dim**0.5)
-    with handlers.mask(mask=include_prior):
-        probs_w = _sticky_transitions("probs_w", side)
-        probs_x = _sticky_transitions("probs_x", side)
-        probs_y = _sparse_emissions("probs_y", side, side, data_dim)
-    tones = pyro.plate("tones", data_dim, dim=-1)
-    with pyro.plate("sequences", num_sequences, dim=-3) as batch:
-        lengths = lengths[batch]
-        batch = batch[:, None]
-        w_prev, x_prev = 0, 0
-        for t in pyro.vectorized_markov(name="time", size=max_length, dim=-2):
-            with handlers.mask(mask=(t < lengths.unsqueeze(-1)).unsqueeze(-1)):
-                w_curr = pyro.sample(
-                    f"w_{t}",
-                    dist.Categorical(probs_w[w_prev]),
-                    infer={"enumerate": "parallel"},
-                )
-                x_curr = pyro.sample(
-                    f"x_{t}",
-                    dist.Categorical(probs_x[x_prev]),
-                    infer={"enumerate": "parallel"},
-                )
-                with tones as notes:
-                    pyro.sample(
-                        f"y_{t}",
-                        dist.Bernoulli(Vindex(probs_y)[w_curr, x_curr, notes]),
-                        obs=Vindex(sequences)[batch, t],
-                    )
-                w_prev, x_prev = w_curr, x_curr
+    model_3(sequences, lengths, hidden_dim, include_prior, vectorized=True)
 
 
 MODELS = {

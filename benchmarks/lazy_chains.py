@@ -15,7 +15,6 @@ interleaved repeats)::
 
 import argparse
 import os
-import sys
 import time
 
 import funsor
@@ -27,7 +26,7 @@ from funsor.sum_product import MarkovProduct, sequential_sum_product
 from funsor.tensor import Tensor
 from funsor.terms import Variable
 
-from benchmarks.timing import interleaved_medians
+from benchmarks.timing import Report, interleaved_medians
 
 S = 3  # hidden states
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -118,12 +117,7 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     funsor.set_backend("numpy")
-    lines = []
-
-    def emit(line):
-        print(line)
-        lines.append(line)
-        sys.stdout.flush()
+    emit = Report()
 
     emit(
         f"Lazily built chains, numpy, {os.cpu_count()} cpus: medians of "
@@ -132,11 +126,9 @@ def main(argv=None):
         "`sequential_sum_product` on the arrays, per call; `calls` are the "
         "program's numpy calls in one call (`benchmarks/calls.py`)."
     )
-    emit("")
+    emit()
     header = ["built with", "T", "lazy build", "compile", "operations", "calls"]
-    header += ["eager", "ours", "eager/ours"]
-    emit("| " + " | ".join(header) + " |")
-    emit("|" + "---|" * len(header))
+    emit.header(header + ["eager", "ours", "eager/ours"])
     for how in ("sequential_sum_product", "MarkovProduct", "compile_function"):
         for T in (int(t) for t in args.sizes.split(",")):
             r = measure(T, how, args.repeats)
@@ -148,10 +140,9 @@ def main(argv=None):
             row += [str(r["operations"]), str(r["calls"])]
             row += [fmt(r["eager"]), fmt(r["ours"])]
             row.append(f"{r['eager'] / r['ours']:.1f}x")
-            emit("| " + " | ".join(row) + " |")
+            emit.row(row)
     if args.write:
-        with open(os.path.join(HERE, "RESULTS_lazy_chains.md"), "w") as f:
-            f.write("# Lazily built chains\n\n" + "\n".join(lines) + "\n")
+        emit.write("RESULTS_lazy_chains.md", "Lazily built chains")
 
 
 if __name__ == "__main__":

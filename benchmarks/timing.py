@@ -1,5 +1,6 @@
 """Medians of interleaved repeats (machines are shared and noisy)."""
 
+import os
 import statistics
 import time
 
@@ -40,3 +41,27 @@ def median_time(fn, repeats=3):
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+class Report:
+    """A benchmark's results: lines printed as they come (tables of rows)
+    and kept, to be written to a ``RESULTS_*.md`` file beside this one."""
+
+    def __init__(self):
+        self.lines = []
+
+    def __call__(self, line=""):
+        print(line, flush=True)
+        self.lines.append(line)
+
+    def row(self, cells):
+        self("| " + " | ".join(cells) + " |")
+
+    def header(self, cells):
+        self.row(cells)
+        self("|" + "---|" * len(cells))
+
+    def write(self, name, title):
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+        with open(path, "w") as f:
+            f.write(f"# {title}\n\n" + "\n".join(self.lines) + "\n")
