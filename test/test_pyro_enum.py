@@ -444,3 +444,34 @@ def test_infer_discrete_of_vectorized_markov_names_the_site():
     )
     with pytest.raises(NotImplementedError, match=r"site 'x_slice\(0, 3, None\)'"):
         decoder(data[0].double(), data[1])
+
+
+def test_infer_discrete_structures_differing_in_names_share_a_program(monkeypatch):
+    def renamed_hmm(data, hidden_dim=6):  # gaussian_hmm with other site names
+        transition = 0.3 / hidden_dim + 0.7 * torch.eye(hidden_dim)
+        means = torch.arange(float(hidden_dim))
+        states = [0]
+        for t in pyro.markov(range(len(data))):
+            states.append(
+                pyro.sample(f"z_{t}", dist.Categorical(transition[states[-1]]))
+            )
+            pyro.sample(f"y_{t}", dist.Normal(means[states[-1]], 1.0), obs=data[t])
+        return states
+
+    monkeypatch.setattr(discrete, "PROGRAMS", ProgramCache())
+    data = [torch.tensor(v) for v in (0.0, 3.0, 5.0, 2.0)]
+    decoded = [
+        [
+            int(s)
+            for s in discrete.infer_discrete(infer.config_enumerate(m), temperature=0)(
+                data
+            )
+        ]
+        for m in (gaussian_hmm, renamed_hmm)
+    ]
+    assert len(discrete.PROGRAMS) == 1
+    assert decoded[1] == decoded[0]
+    expected = contrib.infer_discrete(
+        infer.config_enumerate(gaussian_hmm), temperature=0
+    )(data)
+    assert decoded[0] == [int(s) for s in expected]

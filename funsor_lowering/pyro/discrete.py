@@ -24,7 +24,6 @@ from funsor import ops
 from funsor.approximations import Approximate
 from pyro.contrib.funsor.handlers import replay
 from pyro.contrib.funsor.handlers.enum_messenger import _get_support_value
-from pyro.contrib.funsor.infer.traceenum_elbo import apply_optimizer
 from pyro.poutine import Trace, block
 from pyro.poutine.util import site_is_subsample
 
@@ -68,17 +67,15 @@ def _sample_posterior(model, first_available_dim, temperature, *args, **kwargs):
     program, value_inputs = PROGRAMS.get(
         key, lambda: _compile(description, latent, tensors, temperature, ranks)
     )
-    names = list(ranks)
+    names = list(ranks)  # this call's names, by rank
     values = program(**{f"t{k}": t for k, t in enumerate(tensors)})
     sample_tr = model_tr.copy()
-    for name in latent:
+    for name, value, value_input in zip(latent, values, value_inputs):
         inputs = OrderedDict(
-            (names[rank], funsor.Bint[size]) for rank, size in value_inputs[name]
+            (names[rank], funsor.Bint[size]) for rank, size in value_input
         )
         node = sample_tr.nodes[name]
-        node["funsor"] = {
-            "value": funsor.Tensor(values[name], inputs, _support_size(node))
-        }
+        node["funsor"] = {"value": funsor.Tensor(value, inputs, _support_size(node))}
     with replay(trace=sample_tr):
         return model(*args, **kwargs)
 
@@ -140,8 +137,10 @@ def _latent_sites(trace):
 
 
 def _compile(description, latent, tensors, temperature, ranks):
+    """The program of each latent site's value (in the order of ``latent``)
+    and the ranks and sizes of each value's inputs."""
     sum_op, approximation = _semiring(temperature)
-    value_inputs = {}
+    value_inputs = []
 
     def posterior_values(**arrays):
         arrays = [arrays[f"t{k}"] for k in range(len(arrays))]
@@ -154,19 +153,19 @@ def _compile(description, latent, tensors, temperature, ranks):
                 eliminate=terms["measure_vars"] | terms["plate_vars"],
                 plates=terms["plate_vars"],
             )
-            log_prob = apply_optimizer(log_prob)
+            log_prob = funsor.optimizer.apply_optimizer(log_prob)
         with (
             approximation,
             hooks.replaced({"adjoint_contract_generic": _adjoint_of_many_terms}),
         ):
             approx_factors = funsor.adjoint.adjoint(sum_op, funsor.ops.add, log_prob)
-        values = {}
+        values = []
         for name in latent:
             value = _get_support_value(approx_factors[terms["measure_of"][name]], name)
-            value_inputs[name] = tuple(
-                (ranks[k], d.size) for k, d in value.inputs.items()
+            value_inputs.append(
+                tuple((ranks[k], d.size) for k, d in value.inputs.items())
             )
-            values[name] = value.data
+            values.append(value.data)
         return values
 
     examples = {f"t{k}": t.detach() for k, t in enumerate(tensors)}
