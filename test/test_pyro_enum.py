@@ -4,6 +4,8 @@ and Pyro's own infer_discrete scenarios: equal losses, gradients and SVI
 trajectories, equal MAP values, samples from the same distribution, the
 same errors. torch only (Pyro)."""
 
+import functools
+
 import funsor
 import pytest
 
@@ -240,15 +242,17 @@ def test_guide_side_markov_enumeration_raises_contribs_error():
 
 
 # infer_discrete: Pyro's scenarios (tests/contrib/funsor/test_infer_discrete.py)
-def gaussian_hmm(data, hidden_dim=6):
+def gaussian_hmm(data, hidden_dim=6, state="states", observation="obs"):
     transition = 0.3 / hidden_dim + 0.7 * torch.eye(hidden_dim)
     means = torch.arange(float(hidden_dim))
     states = [0]
     for t in pyro.markov(range(len(data))):
         states.append(
-            pyro.sample(f"states_{t}", dist.Categorical(transition[states[-1]]))
+            pyro.sample(f"{state}_{t}", dist.Categorical(transition[states[-1]]))
         )
-        pyro.sample(f"obs_{t}", dist.Normal(means[states[-1]], 1.0), obs=data[t])
+        pyro.sample(
+            f"{observation}_{t}", dist.Normal(means[states[-1]], 1.0), obs=data[t]
+        )
     return states
 
 
@@ -447,17 +451,7 @@ def test_infer_discrete_of_vectorized_markov_names_the_site():
 
 
 def test_infer_discrete_structures_differing_in_names_share_a_program(monkeypatch):
-    def renamed_hmm(data, hidden_dim=6):  # gaussian_hmm with other site names
-        transition = 0.3 / hidden_dim + 0.7 * torch.eye(hidden_dim)
-        means = torch.arange(float(hidden_dim))
-        states = [0]
-        for t in pyro.markov(range(len(data))):
-            states.append(
-                pyro.sample(f"z_{t}", dist.Categorical(transition[states[-1]]))
-            )
-            pyro.sample(f"y_{t}", dist.Normal(means[states[-1]], 1.0), obs=data[t])
-        return states
-
+    renamed_hmm = functools.partial(gaussian_hmm, state="z", observation="y")
     monkeypatch.setattr(discrete, "PROGRAMS", ProgramCache())
     data = [torch.tensor(v) for v in (0.0, 3.0, 5.0, 2.0)]
     decoded = [
