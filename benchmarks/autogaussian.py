@@ -18,7 +18,7 @@ import time
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.timing import Report  # noqa: E402
+from benchmarks.timing import Report, interleaved_single_calls  # noqa: E402
 
 
 def pyrocov_like_model(data):
@@ -70,8 +70,6 @@ def dataset(T, P, S, F, seed=0):
 
 
 def measure(size, repeats):
-    import statistics
-
     import pyro
     from pyro.infer import SVI, Trace_ELBO
     from pyro.infer.autoguide import AutoGaussian
@@ -93,14 +91,7 @@ def measure(size, repeats):
         svi.step(data)
         methods[f"{backend} step"] = lambda svi=svi: svi.step(data)
         methods[f"{backend} sample"] = lambda guide=guide: guide(data)
-    samples = {name: [] for name in methods}
-    for _ in range(repeats):  # interleaved
-        for name, fn in methods.items():
-            start = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - start)
-    medians = {name: statistics.median(s) for name, s in samples.items()}
-    return medians, compile_time
+    return interleaved_single_calls(methods, repeats), compile_time
 
 
 def main(argv=None):

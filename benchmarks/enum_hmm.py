@@ -15,14 +15,13 @@ update). The first compiled step includes compiling the program.
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.timing import Report  # noqa: E402
+from benchmarks.timing import Report, interleaved_single_calls  # noqa: E402
 
 SIZES = {"num_sequences": 20, "max_length": 50, "data_dim": 51}
 HIDDEN = 16
@@ -77,7 +76,7 @@ def measure(key, repeats):
     if key not in VECTORIZED:  # vectorized_markov is pyro.contrib.funsor's only
         losses["pyro.infer"] = ("pyro", pyro.infer.TraceEnum_ELBO)
     recorders = {"contrib.funsor": _record_contrib, "compiled": _record_compiled}
-    methods, first_step = {}, None
+    methods, backends, first_step = {}, {}, None
     pyro.set_rng_seed(0)
     for name, (backend, Loss) in losses.items():
         with pyro_backend(backend):
@@ -92,21 +91,17 @@ def measure(key, repeats):
                 first_step = time.perf_counter() - start
             else:
                 svi.step(*data)
-        methods[name] = (backend, lambda svi=svi: svi.step(*data))
+        methods[name] = lambda svi=svi: svi.step(*data)
+        backends[name] = backend
         if name in recorders:
             record = recorders[name]
-            methods[f"{name} record"] = (
-                backend,
-                lambda r=record, e=elbo, g=guide: r(e, model, g, data),
+            methods[f"{name} record"] = lambda r=record, e=elbo, g=guide: r(
+                e, model, g, data
             )
-    samples = {name: [] for name in methods}
-    for _ in range(repeats):  # interleaved
-        for name, (backend, fn) in methods.items():
-            with pyro_backend(backend):
-                start = time.perf_counter()
-                fn()
-                samples[name].append(time.perf_counter() - start)
-    medians = {name: statistics.median(s) for name, s in samples.items()}
+            backends[f"{name} record"] = backend
+    medians = interleaved_single_calls(
+        methods, repeats, context=lambda name: pyro_backend(backends[name])
+    )
     return medians, first_step
 
 

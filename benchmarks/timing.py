@@ -1,5 +1,6 @@
 """Medians of interleaved repeats (machines are shared and noisy)."""
 
+import contextlib
 import os
 import statistics
 import time
@@ -30,6 +31,21 @@ def interleaved_medians(methods, repeats=7, target=0.01):
             for _ in range(number):
                 fn()
             samples[name].append((time.perf_counter() - start) / number)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def interleaved_single_calls(methods, repeats, context=None):
+    """Median seconds of single calls of each of ``methods`` (name ->
+    callable; slow ones, not calibrated), sampled in turn, ``repeats``
+    rounds; ``context(name)``, where given, is a context manager each call
+    runs in (outside the timing)."""
+    samples = {name: [] for name in methods}
+    for _ in range(repeats):
+        for name, fn in methods.items():
+            with context(name) if context else contextlib.nullcontext():
+                start = time.perf_counter()
+                fn()
+                samples[name].append(time.perf_counter() - start)
     return {name: statistics.median(s) for name, s in samples.items()}
 
 

@@ -30,7 +30,13 @@ from pyro.poutine.util import site_is_subsample
 from .. import hooks
 from ..tracing.tracer import trace_function
 from .enum_recording import RecordingEnumMessenger, RecordingTraceMessenger
-from .enum_terms import describe_trace, structure_key, terms_of
+from .enum_terms import (
+    describe_trace,
+    input_list,
+    program_inputs,
+    structure_key,
+    terms_of,
+)
 from .program_cache import ProgramCache
 
 #: (program, value inputs) by (temperature, structure key)
@@ -68,7 +74,7 @@ def _sample_posterior(model, first_available_dim, temperature, *args, **kwargs):
         key, lambda: _compile(description, latent, tensors, temperature, ranks)
     )
     names = list(ranks)  # this call's names, by rank
-    values = program(**{f"t{k}": t for k, t in enumerate(tensors)})
+    values = program(**program_inputs(tensors))
     sample_tr = model_tr.copy()
     for name, value, value_input in zip(latent, values, value_inputs):
         inputs = OrderedDict(
@@ -143,8 +149,7 @@ def _compile(description, latent, tensors, temperature, ranks):
     value_inputs = []
 
     def posterior_values(**arrays):
-        arrays = [arrays[f"t{k}"] for k in range(len(arrays))]
-        terms = terms_of(description, arrays)
+        terms = terms_of(description, input_list(arrays))
         with funsor.interpretations.lazy:
             log_prob = funsor.sum_product.sum_product(
                 sum_op,
@@ -168,6 +173,6 @@ def _compile(description, latent, tensors, temperature, ranks):
             values.append(value.data)
         return values
 
-    examples = {f"t{k}": t.detach() for k, t in enumerate(tensors)}
+    examples = program_inputs([t.detach() for t in tensors])
     program = trace_function(posterior_values, examples, allow_constants=True)
     return program, value_inputs

@@ -27,7 +27,13 @@ from pyro.contrib.funsor.infer.elbo import Jit_ELBO
 
 from ..tracing.tracer import trace_function
 from .enum_recording import RecordingEnumMessenger, RecordingTraceMessenger
-from .enum_terms import describe_trace, structure_key, terms_of
+from .enum_terms import (
+    describe_trace,
+    input_list,
+    program_inputs,
+    structure_key,
+    terms_of,
+)
 from .program_cache import ProgramCache
 
 #: programs by (loss kind, structure key); shared by all loss instances
@@ -52,14 +58,19 @@ def record_traces(elbo, model, guide, args, kwargs):
     return guide_tr, model_tr
 
 
-def _contracted_costs(model_terms):
-    """Model costs that depend on enumerated variables, with those
-    variables summed out per connected group, as ``TraceEnum_ELBO`` does."""
-    contracted = [
-        f
-        for f in model_terms["log_factors"]
-        if model_terms["measure_vars"].intersection(f.inputs)
-    ]
+def _split_log_factors(model_terms):
+    """The model's log factors that depend on enumerated variables, and the
+    others."""
+    contracted, uncontracted = [], []
+    for f in model_terms["log_factors"]:
+        depends = model_terms["measure_vars"].intersection(f.inputs)
+        (contracted if depends else uncontracted).append(f)
+    return contracted, uncontracted
+
+
+def _contracted_costs(model_terms, contracted):
+    """The ``contracted`` log factors with the enumerated variables summed
+    out per connected group, as ``TraceEnum_ELBO`` does."""
     costs = []
     for group_factors, group_vars in _partition(
         model_terms["log_measures"] + contracted, model_terms["measure_vars"]
@@ -80,14 +91,9 @@ def _contracted_costs(model_terms):
     return costs
 
 
-def _markov_contracted_costs(model_terms):
+def _markov_contracted_costs(model_terms, contracted):
     """As :func:`_contracted_costs`, eliminating markov dims with
     ``dynamic_partial_sum_product`` (``TraceMarkovEnum_ELBO``)."""
-    contracted = [
-        f
-        for f in model_terms["log_factors"]
-        if model_terms["measure_vars"].intersection(f.inputs)
-    ]
     markov_dims = frozenset(
         name for name, step in model_terms["plate_to_step"].items() if step
     )
@@ -103,19 +109,12 @@ def _markov_contracted_costs(model_terms):
     ]
 
 
-def _uncontracted(model_terms):
-    return [
-        f
-        for f in model_terms["log_factors"]
-        if not model_terms["measure_vars"].intersection(f.inputs)
-    ]
-
-
 def enum_elbo(model_terms, guide_terms):
     """``TraceEnum_ELBO``'s ELBO: each cost integrated against the guide's
     marginal over its inputs (marginals by one adjoint pass)."""
     with funsor.terms.lazy:
-        costs = _contracted_costs(model_terms) + _uncontracted(model_terms)
+        contracted, uncontracted = _split_log_factors(model_terms)
+        costs = _contracted_costs(model_terms, contracted) + uncontracted
         costs += [-f for f in guide_terms["log_factors"]]
         plate_vars = guide_terms["plate_vars"] | model_terms["plate_vars"]
         targets = {}
@@ -165,7 +164,8 @@ def markov_enum_elbo(model_terms, guide_terms):
             "TraceMarkovEnum_ELBO does not yet support guide side Markov enumeration"
         )
     with funsor.terms.lazy:
-        costs = _markov_contracted_costs(model_terms) + _uncontracted(model_terms)
+        contracted, uncontracted = _split_log_factors(model_terms)
+        costs = _markov_contracted_costs(model_terms, contracted) + uncontracted
         costs += [-f for f in guide_terms["log_factors"]]
         plate_vars = guide_terms["plate_vars"] | model_terms["plate_vars"]
         elbo = funsor.to_funsor(0, output=funsor.Real)
@@ -205,16 +205,16 @@ class _CompiledEnumLoss:
         program = PROGRAMS.get(
             key, lambda: self._compile(guide_desc, model_desc, tensors)
         )
-        return -program(**{f"t{k}": t for k, t in enumerate(tensors)})
+        return -program(**program_inputs(tensors))
 
     def _compile(self, guide_desc, model_desc, tensors):
         formula = type(self)._formula
 
         def elbo(**arrays):
-            arrays = [arrays[f"t{k}"] for k in range(len(arrays))]
+            arrays = input_list(arrays)
             return formula(terms_of(model_desc, arrays), terms_of(guide_desc, arrays))
 
-        examples = {f"t{k}": t.detach() for k, t in enumerate(tensors)}
+        examples = program_inputs([t.detach() for t in tensors])
         return trace_function(elbo, examples, allow_constants=True)
 
 

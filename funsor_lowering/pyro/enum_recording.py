@@ -43,23 +43,21 @@ class RecordedTensor:
 
     __slots__ = ("data", "shape", "names")
 
-    def __init__(self, data, shape=None):
+    def __init__(self, data, shape=None, names=None):
         self.data = data
         self.shape = tuple(data.shape if shape is None else shape)
-        self.names = tuple(dim_names(self.shape).items())
+        if names is None:
+            names = tuple(dim_names(self.shape).items())
+        self.names = names
 
     @classmethod
     def support_log_density(cls, fn, name):
         """A ``Categorical`` site's log density over its support
         (``fn.log_prob(value)`` for the enumerated ``value``): its logits,
         the last axis named after the site."""
-        recorded = cls.__new__(cls)
-        recorded.data = fn.logits
-        recorded.shape = tuple(fn.logits.shape)
-        batch = dim_names(recorded.shape[:-1])
-        recorded.names = tuple((dim - 1, n) for dim, n in batch.items())
-        recorded.names += ((-1, name),)
-        return recorded
+        batch = dim_names(fn.logits.shape[:-1])
+        names = tuple((dim - 1, n) for dim, n in batch.items()) + ((-1, name),)
+        return cls(fn.logits, names=names)
 
     def signature(self):
         if self.data is None:

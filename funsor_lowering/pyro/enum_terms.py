@@ -108,6 +108,17 @@ def structure_key(*descriptions, ranks=None):
     return canonical(descriptions)
 
 
+def program_inputs(tensors):
+    """The keyword inputs of a program over a trace's ``tensors``: the
+    ``k``-th tensor as ``t{k}``."""
+    return {f"t{k}": t for k, t in enumerate(tensors)}
+
+
+def input_list(inputs):
+    """The tensors of :func:`program_inputs`, as a list in order."""
+    return [inputs[f"t{k}"] for k in range(len(inputs))]
+
+
 def tensor_of(arrays, slot):
     """The funsor ``Tensor`` of a recorded tensor: its dims larger than 1,
     named."""
