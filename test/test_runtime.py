@@ -120,6 +120,32 @@ def test_generated_code_is_forgotten_with_its_program():
     assert len(linecache.cache) <= cached + 2
 
 
+def test_programs_collected_while_linecache_checks_its_cache(monkeypatch):
+    # linecache.checkcache lists its cache, then reads each entry, calling
+    # os.stat for files; garbage collection may run in between (any
+    # allocation) and collect programs, whose sources must then stay
+    import gc
+    import os
+
+    linecache.getline(__file__, 1)  # a file entry, listed before the programs
+    programs = [compile_funsor(Variable("x", Reals[3]).exp()) for _ in range(3)]
+    for program in programs:
+        program(x=arrays_of("float64", 3))
+    names = [n for n in linecache.cache if n.startswith("<funsor_lowering program")]
+    del programs, program
+    stat = os.stat
+
+    def collecting_stat(*args, **kwargs):
+        gc.collect()
+        return stat(*args, **kwargs)
+
+    monkeypatch.setattr(linecache.os, "stat", collecting_stat)
+    linecache.checkcache()  # no KeyError
+    monkeypatch.undo()
+    compile_funsor(Variable("x", Reals[3]).log())(x=arrays_of("float64", 3))
+    assert not any(n in linecache.cache for n in names)  # dropped since
+
+
 @pytest.mark.parametrize(
     "name",
     [

@@ -17,11 +17,13 @@ Example::
         return np.asarray(mul)
 """
 
+import collections
 import itertools
 import linecache
 import numbers
 import operator
 import re
+import sys
 import threading
 import weakref
 
@@ -515,7 +517,10 @@ def build_entry(program, table, slow, first=None):
     return globals_["signature"], entry
 
 
-_LINECACHE_LOCK = threading.Lock()
+# Reentrant: a finalizer (below) may run while this thread holds it.
+_LINECACHE_LOCK = threading.RLock()
+# Sources of collected functions not yet dropped from linecache.
+_STALE_SOURCES = collections.deque()
 
 
 def _define(source, globals_, name):
@@ -525,6 +530,7 @@ def _define(source, globals_, name):
     filename = f"<funsor_lowering program {next(_COUNTER)}>"
     lines = source.splitlines(True)
     with _LINECACHE_LOCK:
+        _drop_stale_sources()
         linecache.cache[filename] = (len(source), None, lines, filename)
     exec(compile(source, filename, "exec"), globals_)
     fn = globals_[name]
@@ -534,8 +540,28 @@ def _define(source, globals_, name):
 
 
 def _forget_source(filename):
-    with _LINECACHE_LOCK:
-        linecache.cache.pop(filename, None)
+    """Drop a collected function's source from linecache. A finalizer runs
+    at any allocation, also inside linecache's own loops over its cache
+    (``checkcache`` lists it, then reads each entry): there the source is
+    dropped later, at the next definition."""
+    _STALE_SOURCES.append(filename)
+    if not _inside_linecache():
+        with _LINECACHE_LOCK:
+            _drop_stale_sources()
+
+
+def _drop_stale_sources():
+    while _STALE_SOURCES:
+        linecache.cache.pop(_STALE_SOURCES.popleft(), None)
+
+
+def _inside_linecache():
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "linecache":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def generate_module_source(program, name="program"):
