@@ -45,6 +45,10 @@ INLINE_DEFAULTS = {
     ops.ReshapeOp.dispatcher.default.default: "{}.reshape({})",
 }
 
+# funsor's default ``detach`` (backends without autodiff): the argument
+# itself, which generated code uses directly.
+IDENTITY_DEFAULTS = frozenset({type(ops.detach).dispatcher.default.default})
+
 # Implementations generated code writes as Python operators.
 PYTHON_OPERATORS = {
     operator.add: "+",
@@ -290,6 +294,8 @@ def generate_function_source(program, name, *, standalone, resolved=None):
     impl_names = {}
 
     def impl_call(operation, impl, extra, kwargs, args):
+        if impl in IDENTITY_DEFAULTS and not (extra or kwargs):
+            return args
         symbol = PYTHON_OPERATORS.get(impl) if not (extra or kwargs) else None
         if symbol is not None:  # the operator itself, as hand-written code has it
             operands = [names[a] for a in operation.args]

@@ -35,6 +35,7 @@ from .enum_terms import (
     input_list,
     program_inputs,
     structure_key,
+    summable_plates,
     terms_of,
 )
 from .program_cache import ProgramCache
@@ -67,7 +68,7 @@ def _sample_posterior(model, first_available_dim, temperature, *args, **kwargs):
         )
     latent = _latent_sites(model_tr)
     tensors = []
-    description = describe_trace(model_tr, tensors)
+    description = describe_trace(model_tr, tensors, summable_plates(model_tr))
     ranks = {}
     key = (temperature, structure_key(description, ranks=ranks))
     program, value_inputs = PROGRAMS.get(

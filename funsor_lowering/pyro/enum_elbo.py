@@ -32,6 +32,7 @@ from .enum_terms import (
     input_list,
     program_inputs,
     structure_key,
+    summable_plates,
     terms_of,
 )
 from .program_cache import ProgramCache
@@ -199,8 +200,9 @@ class _CompiledEnumLoss:
     def differentiable_loss(self, model, guide, *args, **kwargs):
         guide_tr, model_tr = record_traces(self, model, guide, args, kwargs)
         tensors = []
-        guide_desc = describe_trace(guide_tr, tensors)
-        model_desc = describe_trace(model_tr, tensors)
+        summed = summable_plates(guide_tr, model_tr)
+        guide_desc = describe_trace(guide_tr, tensors, summed)
+        model_desc = describe_trace(model_tr, tensors, summed)
         key = (type(self)._formula, structure_key(guide_desc, model_desc))
         program = PROGRAMS.get(
             key, lambda: self._compile(guide_desc, model_desc, tensors)

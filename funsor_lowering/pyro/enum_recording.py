@@ -25,6 +25,8 @@ from pyro.poutine.runtime import _PYRO_STACK
 from pyro.poutine.subsample_messenger import _Subsample
 from pyro.poutine.trace_messenger import TraceMessenger as PyroTraceMessenger
 
+from .observed_bernoulli import BernoulliLogDensity, is_plain_bernoulli
+
 
 def dim_names(shape):
     """The names of the dims of ``shape`` larger than 1, by negative dim,
@@ -39,16 +41,31 @@ def dim_names(shape):
 
 class RecordedTensor:
     """A site's tensor (or only its shape, where its values are not
-    needed) and the names of its dims larger than 1."""
+    needed, or a ``lazy`` log density to be summed over plates: see
+    :meth:`resolved`) and the names of its dims larger than 1."""
 
-    __slots__ = ("data", "shape", "names")
+    __slots__ = ("data", "shape", "names", "lazy")
 
-    def __init__(self, data, shape=None, names=None):
+    def __init__(self, data, shape=None, names=None, lazy=None):
         self.data = data
         self.shape = tuple(data.shape if shape is None else shape)
         if names is None:
             names = tuple(dim_names(self.shape).items())
         self.names = names
+        self.lazy = lazy
+
+    def resolved(self, summed_plates):
+        """This record with a lazy log density computed: summed over the
+        dims named in ``summed_plates`` where it can be, those dims
+        dropped."""
+        if self.lazy is None:
+            return self
+        dims = self.lazy.summable(d for d, n in self.names if n in summed_plates)
+        if not dims:
+            return RecordedTensor(self.lazy.materialized(), self.shape, self.names)
+        data = self.lazy.summed(dims)
+        names = tuple((d, n) for d, n in self.names if d not in dims)
+        return RecordedTensor(data, data.shape, names)
 
     @classmethod
     def support_log_density(cls, fn, name):
@@ -64,12 +81,13 @@ class RecordedTensor:
             return (self.shape, None, None, self.names)
         return (self.shape, self.data.dtype, self.data.device, self.names)
 
-    def to_funsor(self):
+    def inputs_only(self):
+        """A funsor with this tensor's inputs (and zeros as values)."""
         sizes = tuple(self.shape[dim] for dim, _ in self.names)
         inputs = OrderedDict(
             (name, funsor.Bint[self.shape[dim]]) for dim, name in self.names
         )
-        return funsor.Tensor(self.data.reshape(sizes), inputs)
+        return funsor.Tensor(torch.zeros(()).expand(sizes), inputs)
 
 
 class RecordingEnumMessenger(EnumMessenger):
@@ -158,14 +176,22 @@ class RecordingTraceMessenger(TraceMessenger):
             record["log_measure"] = RecordedTensor.support_log_density(fn, msg["name"])
         infer = msg["infer"]
         if not infer.get("_do_not_trace") and not infer.get("_do_not_score", False):
-            if msg["is_observed"] or not msg.get("replay_skipped", False):
+            if msg["is_observed"] and is_plain_bernoulli(fn):
+                shape = _log_prob_shape(fn, value, msg["mask"])
+                log_prob = RecordedTensor(
+                    None,
+                    shape,
+                    lazy=BernoulliLogDensity(fn, value, msg["mask"], shape),
+                )
+            elif msg["is_observed"] or not msg.get("replay_skipped", False):
                 log_prob = RecordedTensor(_masked(fn, msg["mask"]).log_prob(value))
-                if _in_vectorized_markov():
-                    # what VectorizedMarkovMessenger reads (else recomputes)
-                    msg.setdefault("funsor", {})["log_prob"] = log_prob.to_funsor()
             else:  # not a log factor: only the names of its dims count
                 log_prob = RecordedTensor(None, _log_prob_shape(fn, value, msg["mask"]))
             record["log_prob"] = log_prob
+            if _in_vectorized_markov():
+                # what VectorizedMarkovMessenger reads (else it computes
+                # the log density): only its inputs are used
+                msg.setdefault("funsor", {})["log_prob"] = log_prob.inputs_only()
         scale = msg["scale"]
         if isinstance(scale, torch.Tensor):
             if scale.numel() != 1:

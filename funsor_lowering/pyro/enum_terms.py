@@ -46,13 +46,37 @@ class Site(NamedTuple):
     is_observed: bool
 
 
-def describe_trace(trace, tensors):
+def _plates(node):
+    return frozenset(f.name for f in node["cond_indep_stack"] if f.vectorized)
+
+
+def summable_plates(*traces):
+    """The plates of recorded ``traces`` in which no variable is
+    enumerated and that are no markov chains: every log factor can be
+    summed over them first (the enumeration multiplies a plate's factors
+    before it sums out variables outside the plate)."""
+    plates, kept = set(), set()
+    for trace in traces:
+        for name, node in trace.nodes.items():
+            if node["type"] == "markov_chain":
+                kept.add(name)
+            elif node["type"] == "sample":
+                plates |= _plates(node)
+                if node.get("lowering", {}).get("log_measure") is not None:
+                    kept |= _plates(node)
+    return frozenset(plates - kept)
+
+
+def describe_trace(trace, tensors, summed_plates=frozenset()):
     """The description of a recorded ``trace``: a tuple of :class:`Chain`
-    and :class:`Site`. Its tensors are appended to the list ``tensors``."""
+    and :class:`Site`. Its tensors are appended to the list ``tensors``.
+    Lazily recorded log densities are summed over the dims named in
+    ``summed_plates`` (of :func:`summable_plates`)."""
 
     def slot(recorded):
         if recorded is None:
             return None
+        recorded = recorded.resolved(summed_plates)
         if recorded.data is None:  # only its dims' names are needed
             return (None,) + recorded.signature()
         tensors.append(recorded.data)
@@ -73,9 +97,7 @@ def describe_trace(trace, tensors):
         nodes.append(
             Site(
                 name=name,
-                plates=tuple(
-                    sorted(f.name for f in node["cond_indep_stack"] if f.vectorized)
-                ),
+                plates=tuple(sorted(_plates(node))),
                 log_prob=slot(record.get("log_prob")),
                 log_measure=slot(record.get("log_measure")),
                 scale=record["scale"],

@@ -223,7 +223,10 @@ def logspace_einsum_step(operands, equation, names):
             shifts.append(operand)
             shifted.append(None)
             continue
-        shift = apply(ops.AmaxOp(axis=axes, keepdims=True), operand.expr)
+        # the shift is a constant to differentiation (the result does not
+        # depend on it), as in funsor's and Pyro's log-space einsum
+        shift = apply(ops.detach, operand.expr)
+        shift = apply(ops.AmaxOp(axis=axes, keepdims=True), shift)
         shift = apply(ops.ClampOp(min=_FLOAT32_MIN, max=None), shift)
         shifted.append(apply(ops.exp, apply(ops.sub, operand.expr, shift)))
         kept = {
