@@ -3,6 +3,7 @@
 import os
 
 import funsor
+import pytest
 
 BACKEND = os.environ.get("FUNSOR_BACKEND", "numpy")
 funsor.set_backend(BACKEND)
@@ -18,3 +19,24 @@ from hypothesis import settings  # noqa: E402
 settings.register_profile("default", max_examples=100, deadline=None)
 settings.register_profile("large", max_examples=2000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture
+def float64_contrib_backend():
+    """A Pyro test in float64 under the ``contrib.funsor`` pyroapi backend,
+    with an empty parameter store (tests share parameter names with
+    different shapes). torch only."""
+    import pyro
+    import pyro.contrib.funsor  # noqa: F401  (registers the pyroapi backend)
+    import torch
+    from pyroapi import pyro_backend
+
+    dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with pyro_backend("contrib.funsor"):
+            pyro.clear_param_store()
+            yield
+    finally:
+        pyro.clear_param_store()
+        torch.set_default_dtype(dtype)

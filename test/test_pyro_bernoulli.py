@@ -19,7 +19,7 @@ from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from pyro.distributions import MaskedDistribution  # noqa: E402
 from pyroapi import distributions as dist  # noqa: E402
-from pyroapi import handlers, infer, optim, pyro, pyro_backend  # noqa: E402
+from pyroapi import handlers, infer, optim, pyro  # noqa: E402
 from torch.distributions import constraints  # noqa: E402
 
 import funsor_lowering.pyro as compiled  # noqa: E402
@@ -130,20 +130,7 @@ def bernoulli_mixture(data, mask):
                 pyro.sample("w", dist.Bernoulli(probs[z.squeeze(-1)]), obs=data)
 
 
-@pytest.fixture
-def float64_contrib():
-    dtype = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        with pyro_backend("contrib.funsor"):
-            pyro.clear_param_store()
-            yield
-    finally:
-        pyro.clear_param_store()
-        torch.set_default_dtype(dtype)
-
-
-@pytest.mark.usefixtures("float64_contrib")
+@pytest.mark.usefixtures("float64_contrib_backend")
 def test_bernoulli_mixture_trains_as_contrib():
     data = torch.tensor(
         [[1.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]]

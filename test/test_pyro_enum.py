@@ -30,20 +30,7 @@ from benchmarks.hmm_models import (  # noqa: E402
 from funsor_lowering.pyro import discrete, enum_elbo  # noqa: E402
 from funsor_lowering.pyro.program_cache import ProgramCache  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def float64_contrib_backend():
-    """Each test in float64 under contrib.funsor, with an empty parameter
-    store (tests share parameter names with different shapes)."""
-    dtype = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        with pyro_backend("contrib.funsor"):
-            pyro.clear_param_store()
-            yield
-    finally:
-        pyro.clear_param_store()
-        torch.set_default_dtype(dtype)
+pytestmark = pytest.mark.usefixtures("float64_contrib_backend")
 
 
 def small_model(key, hidden_dim=4):
