@@ -52,7 +52,7 @@ def _plates(node):
 
 def summable_plates(*traces):
     """The plates of recorded ``traces`` in which no variable is
-    enumerated and that are no markov chains: every log factor can be
+    enumerated and that are not markov chains: every log factor can be
     summed over them first (the enumeration multiplies a plate's factors
     before it sums out variables outside the plate)."""
     plates, kept = set(), set()
