@@ -26,7 +26,11 @@ from pyro.contrib.funsor.handlers import plate, replay
 from pyro.contrib.funsor.infer.elbo import Jit_ELBO
 
 from ..tracing.tracer import trace_function
-from .enum_recording import RecordingEnumMessenger, RecordingTraceMessenger
+from .enum_recording import (
+    RecordingEnumMessenger,
+    RecordingTraceMessenger,
+    add_replayed_values,
+)
 from .enum_terms import (
     describe_trace,
     input_list,
@@ -39,6 +43,9 @@ from .program_cache import ProgramCache
 
 #: programs by (loss kind, structure key); shared by all loss instances
 PROGRAMS = ProgramCache()
+#: structure keys by the descriptions they canonicalize (the same names
+#: recur on every step: a hash lookup instead of a walk over the names)
+STRUCTURE_KEYS = ProgramCache()
 
 
 def record_traces(elbo, model, guide, args, kwargs):
@@ -53,6 +60,7 @@ def record_traces(elbo, model, guide, args, kwargs):
     )
     with particles, RecordingEnumMessenger(first_available_dim=first_dim):
         guide_tr = RecordingTraceMessenger()(guide).get_trace(*args, **kwargs)
+        add_replayed_values(guide_tr)
         model_tr = RecordingTraceMessenger()(replay(model, trace=guide_tr)).get_trace(
             *args, **kwargs
         )
@@ -203,7 +211,11 @@ class _CompiledEnumLoss:
         summed = summable_plates(guide_tr, model_tr)
         guide_desc = describe_trace(guide_tr, tensors, summed)
         model_desc = describe_trace(model_tr, tensors, summed)
-        key = (type(self)._formula, structure_key(guide_desc, model_desc))
+        descriptions = (guide_desc, model_desc)
+        key = (
+            type(self)._formula,
+            STRUCTURE_KEYS.get(descriptions, lambda: structure_key(*descriptions)),
+        )
         program = PROGRAMS.get(
             key, lambda: self._compile(guide_desc, model_desc, tensors)
         )

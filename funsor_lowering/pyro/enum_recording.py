@@ -25,6 +25,7 @@ from pyro.poutine.runtime import _PYRO_STACK
 from pyro.poutine.subsample_messenger import _Subsample
 from pyro.poutine.trace_messenger import TraceMessenger as PyroTraceMessenger
 
+from ..shapes import broadcast_shape
 from .observed_bernoulli import BernoulliLogDensity, is_plain_bernoulli
 
 
@@ -127,13 +128,21 @@ class RecordingEnumMessenger(EnumMessenger):
         ).values()
         support = torch.arange(size, device=fn.logits.device)
         msg["value"] = support.reshape((size,) + (1,) * (-1 - dim))
-        msg["funsor"] = msg.get("funsor", {})
-        # replayed into the model as pyro.contrib.funsor replays guide values
-        msg["funsor"]["value"] = funsor.Tensor(
-            support, OrderedDict([(name, funsor.Bint[size])]), size
-        )
         msg["lowering_enumerated"] = True
         msg["done"] = True
+
+
+def add_replayed_values(guide_trace):
+    """Give the enumerated sites of a recorded ``guide_trace`` their values
+    as funsors, which ``pyro.contrib.funsor``'s ``replay`` reads when it
+    replays them into the model (only a guide's are replayed)."""
+    for name, node in guide_trace.nodes.items():
+        if node.get("lowering_enumerated"):
+            support = node["value"].reshape(-1)
+            size = len(support)
+            node.setdefault("funsor", {})["value"] = funsor.Tensor(
+                support, OrderedDict([(name, funsor.Bint[size])]), size
+            )
 
 
 def _masked(fn, mask):
@@ -146,7 +155,7 @@ def _log_prob_shape(fn, value, mask):
     shapes = [fn.batch_shape, value.shape[: value.dim() - len(fn.event_shape)]]
     if mask is not None:
         shapes.append(torch.as_tensor(mask).shape)
-    return torch.broadcast_shapes(*shapes)
+    return broadcast_shape(*(tuple(map(int, s)) for s in shapes), what="log densities")
 
 
 def _in_vectorized_markov():

@@ -19,6 +19,8 @@ import math
 import torch
 from torch.distributions.utils import clamp_probs, probs_to_logits
 
+from ..shapes import broadcast_shape
+
 
 def is_plain_bernoulli(fn):
     """Whether ``fn`` is a ``Bernoulli`` with torch's own ``log_prob``."""
@@ -105,7 +107,9 @@ class BernoulliLogDensity:
         contraction of the value with the logits; else it is elementwise."""
         param = self.probs if self._logits is None else self._logits
         if param.numel() < math.prod(
-            torch.broadcast_shapes(param.shape, self.value.shape)
+            broadcast_shape(
+                tuple(map(int, param.shape)), tuple(map(int, self.value.shape))
+            )
         ):
             return self._contracted(dims)
         return self.materialized().sum(sorted(dims), keepdim=True)
