@@ -13,8 +13,6 @@ Example::
     array([1.        , 2.71828183])
 """
 
-import contextlib
-import gc
 from collections import OrderedDict
 
 from funsor.tensor import Tensor
@@ -24,6 +22,7 @@ from funsor.util import get_backend
 from . import rules, shapes  # noqa: F401  (register lowering and shape rules)
 from .backends import array_backend
 from .errors import short_repr
+from .gc_pause import gc_paused
 from .layout import align, align_expanded
 from .lowering import LoweredTuple, build, lower_term
 from .program import ValueType, iter_leaves, map_leaves
@@ -150,20 +149,6 @@ def compile_structure(structure, *, inputs=None, memo=None, input_types=None):
         builder = ProgramBuilder(inputs, input_types)
         program = builder.build(map_leaves(_untuple, lowered))
         return prepared(optimize(inline_segments(program)))
-
-
-@contextlib.contextmanager
-def gc_paused():
-    """Pause Python's cyclic garbage collector: compiling allocates many
-    long-lived objects, and the collector's full passes over them would make
-    compile time grow faster than the program."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class ProgramBuilder:

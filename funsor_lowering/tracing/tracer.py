@@ -58,6 +58,7 @@ from ..extra_ops import (
     TupleItemOp,
     categorical_sample,
 )
+from ..gc_pause import gc_paused
 from ..layout import align, union_batch
 from ..lowering import Lowerer
 from ..program import (
@@ -530,12 +531,15 @@ def trace_function(fn, kwargs, *, allow_constants=False):
         )
     symbolic = map_leaves(lambda a: SymbolicArray(a.shape, a.dtype), kwargs)
     recorder = _recorder_of(backend, symbolic)
-    with tracing_hooks(backend), recorder, TracingInterpretation():
-        with backend_errors_named():
-            result = fn(**symbolic)
-    program = _build_program(recorder, symbolic, input_types, result, allow_constants)
-    # code generated on the example inputs (stand-ins may not satisfy it)
-    return prepared(program, kwargs)
+    with gc_paused():
+        with tracing_hooks(backend), recorder, TracingInterpretation():
+            with backend_errors_named():
+                result = fn(**symbolic)
+        program = _build_program(
+            recorder, symbolic, input_types, result, allow_constants
+        )
+        # code generated on the example inputs (stand-ins may not satisfy it)
+        return prepared(program, kwargs)
 
 
 def _recorder_of(backend, inputs):
