@@ -44,12 +44,9 @@ def _record_compiled(elbo, model, guide, data):
     its recording handlers, and computing the log factors they recorded
     (the program's inputs)."""
     from funsor_lowering.pyro.enum_elbo import record_traces
-    from funsor_lowering.pyro.enum_terms import describe_trace, summable_plates
+    from funsor_lowering.pyro.enum_terms import describe_traces
 
-    guide_tr, model_tr = record_traces(elbo, model, guide, data, {})
-    summed, tensors = summable_plates(guide_tr, model_tr), []
-    describe_trace(guide_tr, tensors, summed)
-    describe_trace(model_tr, tensors, summed)
+    describe_traces(*record_traces(elbo, model, guide, data, {}))
 
 
 def measure(key, repeats):

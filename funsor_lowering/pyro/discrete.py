@@ -31,11 +31,10 @@ from .. import hooks
 from ..tracing.tracer import trace_function
 from .enum_recording import RecordingEnumMessenger, RecordingTraceMessenger
 from .enum_terms import (
-    describe_trace,
+    describe_traces,
     input_list,
     program_inputs,
     structure_key,
-    summable_plates,
     terms_of,
 )
 from .program_cache import ProgramCache
@@ -67,8 +66,7 @@ def _sample_posterior(model, first_available_dim, temperature, *args, **kwargs):
             *args, **kwargs
         )
     latent = _latent_sites(model_tr)
-    tensors = []
-    description = describe_trace(model_tr, tensors, summable_plates(model_tr))
+    (description,), tensors = describe_traces(model_tr)
     ranks = {}
     key = (temperature, structure_key(description, ranks=ranks))
     program, value_inputs = PROGRAMS.get(

@@ -32,11 +32,10 @@ from .enum_recording import (
     add_replayed_values,
 )
 from .enum_terms import (
-    describe_trace,
+    describe_traces,
     input_list,
     program_inputs,
     structure_key,
-    summable_plates,
     terms_of,
 )
 from .program_cache import ProgramCache
@@ -207,18 +206,12 @@ class _CompiledEnumLoss:
 
     def differentiable_loss(self, model, guide, *args, **kwargs):
         guide_tr, model_tr = record_traces(self, model, guide, args, kwargs)
-        tensors = []
-        summed = summable_plates(guide_tr, model_tr)
-        guide_desc = describe_trace(guide_tr, tensors, summed)
-        model_desc = describe_trace(model_tr, tensors, summed)
-        descriptions = (guide_desc, model_desc)
+        descriptions, tensors = describe_traces(guide_tr, model_tr)
         key = (
             type(self)._formula,
             STRUCTURE_KEYS.get(descriptions, lambda: structure_key(*descriptions)),
         )
-        program = PROGRAMS.get(
-            key, lambda: self._compile(guide_desc, model_desc, tensors)
-        )
+        program = PROGRAMS.get(key, lambda: self._compile(*descriptions, tensors))
         return -program(**program_inputs(tensors))
 
     def _compile(self, guide_desc, model_desc, tensors):

@@ -1,6 +1,6 @@
 """From recorded Pyro traces to the terms of an enumeration ELBO.
 
-:func:`describe_trace` reduces a trace recorded by
+:func:`describe_trace` (:func:`describe_traces`) reduces a trace recorded by
 :mod:`.enum_recording` to a hashable description of its structure (site
 names, plates, markov chains, dim names, shapes, dtypes and scales) and the
 list of its tensors. The description with its names made canonical is the
@@ -107,6 +107,14 @@ def describe_trace(trace, tensors, summed_plates=frozenset()):
             )
         )
     return tuple(nodes)
+
+
+def describe_traces(*traces):
+    """The descriptions of recorded ``traces`` (:func:`describe_trace`, log
+    densities summed over the :func:`summable_plates` of them all) and the
+    list of their tensors."""
+    summed, tensors = summable_plates(*traces), []
+    return tuple(describe_trace(t, tensors, summed) for t in traces), tensors
 
 
 def structure_key(*descriptions, ranks=None):
