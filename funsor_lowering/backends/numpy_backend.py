@@ -4,6 +4,7 @@ import numpy as np
 from funsor import ops
 
 from ..dtypes import dtype_kind
+from . import numpy_lapack
 from .base import ArrayBackend, python_literal
 
 
@@ -83,6 +84,29 @@ def qr(x, mode="reduced"):
     return np.linalg.qr(x, mode=mode)
 
 
+_LAPACK_OPS = (ops.CholeskyOp, ops.QrOp, ops.TriangularSolveOp)
+
+
+def _lapack_call(op_type, operands, params):
+    """Direct LAPACK calls (:mod:`.numpy_lapack`) for the factorizations
+    and solves of single matrices, where scipy is installed."""
+    if op_type not in _LAPACK_OPS or not numpy_lapack.AVAILABLE:
+        return None
+    if op_type is ops.TriangularSolveOp:
+        x, y = operands  # one matrix y, any batch of x
+        if not (numpy_lapack.is_single_matrix(y) and numpy_lapack.is_matrices(x)):
+            return None
+        shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + x.shape[-2:]
+        return numpy_lapack.triangular_solve, (*params, shape), {}
+    if not numpy_lapack.is_single_matrix(*operands):
+        return None
+    if op_type is ops.CholeskyOp:
+        return numpy_lapack.cholesky, (), {}
+    if op_type is ops.QrOp and tuple(params) == ("reduced",):
+        return numpy_lapack.qr, (), {}
+    return None
+
+
 class NumpyBackend(ArrayBackend):
     name = "numpy"
     array_type_name = "numpy.ndarray"
@@ -99,6 +123,9 @@ class NumpyBackend(ArrayBackend):
     copy_function, copy_source = staticmethod(np.array), "np.array"
 
     def fast_call(self, op_type, operands, params, dispatched):
+        lapack_call = _lapack_call(op_type, operands, params)
+        if lapack_call is not None:
+            return lapack_call
         if op_type is ops.LogsumexpOp and np.size(operands[0]) <= LOGSUMEXP_SHIFT_SIZE:
             axis, keepdims = params
             return np.logaddexp.reduce, (axis,), {"keepdims": keepdims}

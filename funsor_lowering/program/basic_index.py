@@ -19,15 +19,15 @@ Example::
 import numbers
 
 
-def _is_int(part):
+def is_int(part):
     return isinstance(part, numbers.Integral) and not isinstance(part, bool)
 
 
 def _is_basic(part):
-    return part is None or part is Ellipsis or _is_int(part) or isinstance(part, slice)
+    return part is None or part is Ellipsis or is_int(part) or isinstance(part, slice)
 
 
-def _expand(index, rank):
+def expand_index(index, rank):
     """``index`` (a basic index into ``rank`` axes) as a list with ``...``
     expanded and trailing full slices added; ``None`` if not basic."""
     index = index if isinstance(index, tuple) else (index,)
@@ -45,11 +45,25 @@ def _expand(index, rank):
     return parts
 
 
+def takes_all(index, shape):
+    """Whether ``x[index]`` is all of ``x`` (of ``shape``), unchanged.
+
+    >>> takes_all((Ellipsis, slice(0, 3)), (2, 3)), takes_all((None,), (2, 3))
+    (True, False)
+    """
+    parts = expand_index(index, len(shape))
+    if parts is None or len(parts) != len(shape):  # new axes
+        return False
+    return all(
+        isinstance(p, slice) and p.indices(n) == (0, n, 1) for p, n in zip(parts, shape)
+    )
+
+
 def compose_indices(first, second, shape):
     """A basic index ``c`` with ``x[c] == x[first][second]`` for arrays ``x``
     of ``shape``, or ``None`` where one is not written so simply (negative
     steps, a slice of a new axis that may be empty, advanced indices)."""
-    parts = _expand(first, len(shape))
+    parts = expand_index(first, len(shape))
     if parts is None:
         return None
     # the axes first's result has: (position in parts, length)
@@ -62,7 +76,7 @@ def compose_indices(first, second, shape):
             continue
         size = shape[axis]
         axis += 1
-        if _is_int(p):
+        if is_int(p):
             if not -size <= p < size:
                 return None
             normal.append(p % size)
@@ -72,7 +86,7 @@ def compose_indices(first, second, shape):
             return None
         axes.append((len(normal), len(range(start, stop, step))))
         normal.append((start, step))
-    later = _expand(second, len(axes))
+    later = expand_index(second, len(axes))
     if later is None:
         return None
     composed = list(normal)
@@ -86,7 +100,7 @@ def compose_indices(first, second, shape):
         position, length = axes[k]
         k += 1
         here = composed[position]
-        if _is_int(p):
+        if is_int(p):
             if not -length <= p < length:
                 return None
             i = p % length
@@ -115,4 +129,4 @@ def compose_indices(first, second, shape):
     return tuple(result)
 
 
-__all__ = ["compose_indices"]
+__all__ = ["compose_indices", "expand_index", "is_int", "takes_all"]

@@ -482,16 +482,34 @@ def build_entry(program, table, slow, first=None):
     lines = ["def signature(kwargs):"]
     lines += [f"    {line}" for line in reads]
     lines += [f"    return {signature}", "", ""]
-    lines += [
-        "def program(*args, **kwargs):",
-        f"    if not args and len(kwargs) == {len(program.inputs)}:",
-        "        try:",
-    ]
-    lines += [f"            {line}" for line in reads or ["pass"]]
-    lines += [
-        "        except (LookupError, TypeError):",
-        "            return slow(*args, **kwargs)",
-    ]
+    if _keyword_parameters(program, locals_):
+        # inputs as keyword parameters: Python binds a call's keywords to
+        # them, with no dict to read (an input not given is ``absent``,
+        # which fails the checks below, as does any other argument)
+        absent = namespace.create("_absent")
+        globals_[absent] = _ABSENT
+        params = "".join(f"{local}={absent}, " for local in locals_)
+        given = ", ".join(f"({local!r}, {local})" for local in locals_)
+        lines += [
+            f"def program(*args, {params}**kwargs):",
+            "    if not args and not kwargs:",
+        ]
+        slow_call = [
+            f"    kwargs.update((k, v) for k, v in ({given},) if v is not {absent})",
+            "    return slow(*args, **kwargs)",
+        ]
+    else:
+        lines += [
+            "def program(*args, **kwargs):",
+            f"    if not args and len(kwargs) == {len(program.inputs)}:",
+            "        try:",
+        ]
+        lines += [f"            {line}" for line in reads or ["pass"]]
+        lines += [
+            "        except (LookupError, TypeError):",
+            "            return slow(*args, **kwargs)",
+        ]
+        slow_call = ["    return slow(*args, **kwargs)"]
     if first is not None:
         checks = []
         for local, value in zip(locals_, values):
@@ -517,10 +535,27 @@ def build_entry(program, table, slow, first=None):
         "            pass",
         "        else:",
         f"            return body({', '.join(locals_)})",
-        "    return slow(*args, **kwargs)",
     ]
+    lines += slow_call
     entry = _define("\n".join(lines), globals_, "program")
     return globals_["signature"], entry
+
+
+_ABSENT = type("Absent", (), {"__repr__": lambda self: "<no input given>"})()
+
+
+def _keyword_parameters(program, locals_):
+    """Whether the entry can take the inputs as keyword parameters: each
+    input is one array (no nesting) whose name is its local name."""
+    leaves = program._input_leaves
+    return (
+        bool(leaves)
+        and len(leaves) == len(program.inputs)
+        and all(
+            not path and name == local and is_plain_identifier(name)
+            for (name, path, _), local in zip(leaves, locals_)
+        )
+    )
 
 
 # Reentrant: a finalizer (below) may run while this thread holds it.

@@ -288,10 +288,12 @@ class OpProgram:
                 raise ValueError(f"output refers to undefined value {leaf!r}")
 
     # ---------------------------------------------------------------- calling
-    def __call__(self, *args, **kwargs):
+    @property
+    def __call__(self):
         """``program(**arrays)``: the generated entry point (see
-        :class:`Runtime`)."""
-        return self._runtime.entry(*args, **kwargs)
+        :class:`Runtime`), called directly (Python calls what the
+        ``__call__`` property gives, with no wrapper's frame between)."""
+        return self._runtime.entry
 
     def vmap(self, in_axes):
         """This program mapped over a new leading batch axis: ``in_axes``

@@ -5,12 +5,17 @@ outputs on every input) and whether it changed. They edit programs through
 
 - :func:`fold_constants`: operations on constants only are computed now
   (never random ops, and never into constants much larger than their inputs);
-- :func:`simplify`: identity ``permute`` / ``reshape`` / ``expand``, chains
+- :func:`simplify`: ``unsqueeze`` as ``reshape``; identity ``permute`` /
+  ``reshape`` / ``expand``, chains
   of ``reshape`` s, of ``expand`` s or of ``getslice`` s as one, ``x + 0``,
   ``x * 1`` and the other units of associative ops (Python-number units only,
   which cannot change a result's dtype), ``-(-x)``, ``-x * c`` and
   ``-x + c`` (for a number ``c``), ``permute(permute(x))``,
-  and ``permute`` s folded into the ``einsum`` s they feed or follow;
+  ``permute`` s folded into the ``einsum`` s they feed or follow, and
+  slices and concatenations of slices as fewer operations
+  (:mod:`~funsor_lowering.program.cat_slices`);
+- :func:`~funsor_lowering.program.broadcasts.defer_expands`: ``expand`` s
+  moved past the operations they feed, or dropped where those broadcast;
 - :func:`einsums_as_matmuls`: two-operand einsums that are (batched)
   matrix or vector products run as ``matmul``;
 - :func:`eliminate_common_subexpressions`: equal operations on equal values
@@ -50,7 +55,9 @@ from ..backends import array_backend
 from ..extra_ops import RANDOM_OP_TYPES, getslice_op
 from ..shapes import broadcast_shape
 from ..structure import iter_leaves
-from .basic_index import compose_indices
+from .basic_index import compose_indices, expand_index, is_int, takes_all
+from .broadcasts import defer_expands
+from .cat_slices import cat_simplifier, slice_of_cat
 from .editor import Editor, PassResult, Ref
 from .ir import ValueType
 from .vectorize import vectorize
@@ -122,11 +129,15 @@ _UNITS = {
 
 def simplify(program):
     """Algebraic simplification: identity layout ops, units of associative
-    ops, double negation, composed permutes, permutes folded into einsums."""
+    ops, double negation, composed permutes, permutes folded into einsums,
+    slices of concatenations and gathers."""
     uses = _use_counts(program)
+    simplify_cat, slice_of_gather = cat_simplifier(program)
 
     def rule(editor, operation, args, value_type):
         op = operation.op
+        if isinstance(op, ops.CatOp) and operation.packed:
+            return simplify_cat(editor, op, args, value_type)
         shape = value_type.shape if value_type is not None else None
         if isinstance(op, ops.PermuteOp):
             dims = tuple(op.defaults["dims"])
@@ -146,6 +157,10 @@ def simplify(program):
                 if uses.get(operation.args[0], 0) == 1:
                     return _permute_einsum_output(editor, inner, dims, value_type)
             return None
+        if isinstance(op, ops.UnsqueezeOp) and shape is not None:
+            # a reshape (a method call; numpy's expand_dims takes ~2 us)
+            # that chains of reshapes then merge with
+            return editor.emit(ops.ReshapeOp(shape=shape), args, False, value_type)
         if isinstance(op, (ops.ReshapeOp, ops.ExpandOp)):
             arg_type = editor.value_type(args[0])
             if shape is not None and arg_type is not None and arg_type.shape == shape:
@@ -155,9 +170,20 @@ def simplify(program):
                 # reshape(reshape(x)) is a reshape of x; an expand of an
                 # expand of x is an expand of x (broadcasting composes)
                 return editor.emit(op, inner.args, False, value_type)
+            if isinstance(op, ops.ReshapeOp) and _is_squeeze(editor, inner):
+                # a reshape of x with size-1 dims dropped is a reshape of x
+                return editor.emit(op, inner.args, False, value_type)
             return None
         if isinstance(op, ops.GetsliceOp):
+            index = op.defaults["index"]
+            source = editor.value_type(args[0])
+            if source is not None and takes_all(index, source.shape):
+                return args[0]
             inner = editor.producer(args[0])
+            if inner is not None and isinstance(inner.op, ops.CatOp) and inner.packed:
+                return slice_of_cat(editor, index, inner, value_type)
+            if inner is not None and isinstance(inner.op, ops.GetitemOp):
+                return slice_of_gather(editor, index, inner, value_type)
             if inner is None or not isinstance(inner.op, ops.GetsliceOp):
                 return None
             source = editor.value_type(inner.args[0])
@@ -185,6 +211,25 @@ def simplify(program):
         return None
 
     return _rewrite(program, rule)
+
+
+def _is_squeeze(editor, operation):
+    """Whether ``operation`` is a getslice that only drops size-1 dims (so
+    it keeps its argument's elements in order)."""
+    if operation is None or not isinstance(operation.op, ops.GetsliceOp):
+        return False
+    source = editor.value_type(operation.args[0])
+    if source is None:
+        return False
+    parts = expand_index(operation.op.defaults["index"], len(source.shape))
+    if parts is None:
+        return False
+    dims = [p for p in parts if p is not None]
+    return all(
+        (is_int(p) and size == 1 and p in (0, -1))
+        or (isinstance(p, slice) and p.indices(size) == (0, size, 1))
+        for p, size in zip(dims, source.shape)
+    )
 
 
 def _use_counts(program):
@@ -390,6 +435,7 @@ PASSES = (
     vectorize,
     fold_constants,
     simplify,
+    defer_expands,
     einsums_as_matmuls,
     eliminate_common_subexpressions,
     eliminate_dead_code,

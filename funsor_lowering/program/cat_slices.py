@@ -1,0 +1,237 @@
+"""Concatenations of slices, simplified.
+
+funsor's Gaussian algebra aligns block matrices by slicing them into their
+variables' blocks and concatenating the blocks in a new order, often
+unchanged: ``cat([x[0:2], x[2:4]])`` is ``x[0:4]``, and
+``cat([x[4:6], x[0:4]])`` is one gather ``x[[4, 5, 0, 1, 2, 3]]``.
+These rules (run by :func:`~funsor_lowering.program.passes.simplify`)
+compute such slices and concatenations with fewer operations:
+
+- a slice of a ``cat`` within one part is a slice of that part;
+- adjacent parts slicing consecutive ranges of one array are one slice;
+- a concatenation of slices of one array (taking its other dims whole) is
+  one ``getitem`` with a constant index array; a slice of such a gather is
+  a gather of fewer positions, or a slice where they are a range.
+
+Example::
+
+    >>> import numpy as np
+    >>> from funsor import ops
+    >>> from funsor_lowering.extra_ops import getslice_op
+    >>> from funsor_lowering.program import OpProgram, Operation, ValueType
+    >>> from funsor_lowering.program.passes import optimize
+    >>> rows = [getslice_op((slice(4, 6),)), getslice_op((slice(0, 2),)),
+    ...         getslice_op((slice(2, 4),))]
+    >>> p = OpProgram(
+    ...     [],
+    ...     {"x": ValueType((6, 3), "real")},
+    ...     [Operation(rows[0], (0,)), Operation(rows[1], (0,)),
+    ...      Operation(rows[2], (0,)), Operation(ops.CatOp(axis=0), (1, 2, 3), True)],
+    ...     4,
+    ...     value_types=[ValueType((2, 3), "real")] * 3 + [ValueType((6, 3), "real")],
+    ... )
+    >>> print(optimize(p))
+    OpProgram(x: real[6,3]) on numpy:
+      c0: int[6] = array
+      getitem: real[6,3] = getitem(x, c0)
+      return getitem
+"""
+
+import numpy as np
+from funsor import ops
+
+from ..backends import array_backend
+from ..extra_ops import getslice_op
+from .basic_index import expand_index, is_int
+from .ir import ValueType
+
+
+class _Piece:
+    """A part of a concatenation that is ``source[index]``, slicing
+    ``source``'s dim ``dim`` (the concatenation axis) as ``start:stop``."""
+
+    __slots__ = ("source", "parts", "dim", "start", "stop")
+
+    def __init__(self, source, parts, dim, start, stop):
+        self.source, self.parts, self.dim = source, parts, dim
+        self.start, self.stop = start, stop
+
+    def follows(self, other):
+        """Whether this piece continues ``other``'s range of one array."""
+        same = self.source == other.source and self.dim == other.dim
+        rest = [p for k, p in enumerate(self.parts) if k != self.dim]
+        other_rest = [p for k, p in enumerate(other.parts) if k != other.dim]
+        return same and rest == other_rest and self.start == other.stop
+
+    def emit(self, editor):
+        """Emit ``source[index]`` for this piece's range."""
+        parts = list(self.parts)
+        parts[self.dim] = slice(self.start, self.stop, 1)
+        source_type = editor.value_type(self.source)
+        shape = tuple(
+            len(range(*p.indices(n)))
+            for p, n in zip(parts, source_type.shape)
+            if not is_int(p)
+        )
+        value_type = ValueType(shape, source_type.kind)
+        return editor.emit(getslice_op(tuple(parts)), (self.source,), False, value_type)
+
+
+def _piece(editor, ref, axis):
+    """``ref`` as a :class:`_Piece` along result ``axis``, or ``None``."""
+    producer = editor.producer(ref)
+    if producer is None or not isinstance(producer.op, ops.GetsliceOp):
+        return None
+    (source,) = producer.args
+    source_type = editor.value_type(source)
+    if source_type is None:
+        return None
+    shape = source_type.shape
+    parts = expand_index(producer.op.defaults["index"], len(shape))
+    if parts is None or any(p is None for p in parts):
+        return None
+    kept = [k for k, p in enumerate(parts) if not is_int(p)]
+    if axis >= len(kept):
+        return None
+    dim = kept[axis]
+    start, stop, step = parts[dim].indices(shape[dim])
+    if step != 1 or stop <= start:
+        return None
+    parts = [p % shape[k] if is_int(p) else p for k, p in enumerate(parts)]
+    for k, p in enumerate(parts):  # other slices in a canonical form
+        if isinstance(p, slice) and k != dim:
+            parts[k] = slice(*p.indices(shape[k]))
+    return _Piece(source, parts, dim, start, stop)
+
+
+def simplify_cat(editor, cat, args, value_type, backend):
+    """A ref equal to ``cat(args)`` (``cat``: the op) computed with fewer
+    operations, or ``None``."""
+    if value_type is None or not value_type.shape:
+        return None
+    axis = cat.defaults["axis"] % len(value_type.shape)
+    merged = []  # (ref, piece or None)
+    for ref in args:
+        piece = _piece(editor, ref, axis)
+        last = merged[-1][1] if merged else None
+        if piece is not None and last is not None and piece.follows(last):
+            last.stop = piece.stop
+            merged[-1] = (None, last)  # to be emitted
+            continue
+        merged.append((ref, piece))
+    pieces = [piece for _, piece in merged]
+    if len(merged) > 1 and all(p is not None for p in pieces):
+        gathered = _gather(editor, pieces, value_type, backend)
+        if gathered is not None:
+            return gathered
+    if len(merged) == len(args):
+        return None
+    refs = [ref if ref is not None else piece.emit(editor) for ref, piece in merged]
+    if len(refs) == 1:
+        return refs[0]
+    return editor.emit(cat, refs, True, value_type)
+
+
+def _gather(editor, pieces, value_type, backend):
+    """``cat`` of slices of one array taking its other dims whole: one
+    ``getitem`` with a constant index, or ``None``."""
+    source, dim = pieces[0].source, pieces[0].dim
+    shape = editor.value_type(source).shape
+    for piece in pieces:
+        if piece.source != source or piece.dim != dim:
+            return None
+        for k, p in enumerate(piece.parts):
+            if k != dim and not (isinstance(p, slice) and p == slice(0, shape[k], 1)):
+                return None
+    index = np.concatenate([np.arange(p.start, p.stop) for p in pieces])
+    constant = editor.add_constant(backend.from_numpy(index.astype(np.int64)))
+    return editor.emit(ops.GetitemOp(offset=dim), (source, constant), False, value_type)
+
+
+def slice_of_cat(editor, index, cat, value_type):
+    """``cat(parts)[index]`` as ``part[index']`` where ``index`` takes a
+    range of the concatenation axis within one part."""
+    types = [editor.value_type(a) for a in cat.args]
+    if any(t is None for t in types):
+        return None
+    shape = list(types[0].shape)
+    axis = cat.op.defaults["axis"] % len(shape)
+    parts = expand_index(index, len(shape))
+    if parts is None or any(p is None for p in parts):
+        return None
+    total = sum(t.shape[axis] for t in types)
+    part = parts[axis]
+    if is_int(part):
+        first = part % total if -total <= part < total else None
+        last = first
+    else:
+        start, stop, step = part.indices(total)
+        if step < 0:
+            return None
+        taken = range(start, stop, step)
+        first, last = (taken[0], taken[-1]) if taken else (None, None)
+    if first is None:
+        return None
+    offset = 0
+    for ref, t in zip(cat.args, types):
+        size = t.shape[axis]
+        if offset <= first and last < offset + size:
+            if is_int(part):
+                parts[axis] = first - offset
+            else:
+                parts[axis] = slice(first - offset, last - offset + 1, step)
+            return editor.emit(getslice_op(tuple(parts)), (ref,), False, value_type)
+        offset += size
+    return None
+
+
+def slice_of_gather(editor, index, gather, value_type, backend):
+    """``getitem(x, c)[index]`` (``gather``: the getitem, ``c`` a constant
+    index vector) where ``index`` slices only the gathered dim: one
+    ``getitem`` with ``c`` sliced, or a slice of ``x`` where that is a
+    range; else ``None``."""
+    if not isinstance(gather.op, ops.GetitemOp) or value_type is None:
+        return None
+    source, positions = gather.args
+    constant = editor.constant_value(positions)
+    source_type = editor.value_type(source)
+    if constant is None or source_type is None:
+        return None
+    positions = np.asarray(backend.to_numpy(constant))
+    dim = gather.op.defaults["offset"]
+    shape = list(source_type.shape)
+    if positions.ndim != 1 or positions.dtype.kind not in "iu" or dim >= len(shape):
+        return None
+    shape[dim] = len(positions)
+    parts = expand_index(index, len(shape))
+    if parts is None or len(parts) != len(shape):
+        return None
+    for k, p in enumerate(parts):
+        whole = isinstance(p, slice) and p.indices(shape[k]) == (0, shape[k], 1)
+        if k != dim and not whole:
+            return None
+    if not isinstance(parts[dim], slice):
+        return None
+    taken = positions[parts[dim]] % source_type.shape[dim]
+    if len(taken) and (np.diff(taken) == 1).all():
+        parts[dim] = slice(int(taken[0]), int(taken[-1]) + 1, 1)
+        return editor.emit(getslice_op(tuple(parts)), (source,), False, value_type)
+    constant = editor.add_constant(backend.from_numpy(taken.astype(np.int64)))
+    return editor.emit(gather.op, (source, constant), False, value_type)
+
+
+def cat_simplifier(program):
+    """:func:`simplify_cat` and :func:`slice_of_gather` for ``program``'s
+    backend."""
+    backend = array_backend(program.backend)
+
+    def simplify(editor, cat, args, value_type):
+        return simplify_cat(editor, cat, args, value_type, backend)
+
+    def simplify_slice(editor, index, gather, value_type):
+        return slice_of_gather(editor, index, gather, value_type, backend)
+
+    return simplify, simplify_slice
+
+
+__all__ = ["cat_simplifier", "simplify_cat", "slice_of_cat", "slice_of_gather"]
