@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from funsor_lowering import compile_funsor, trace_function
+from funsor_lowering.extra_ops import getslice_op
 from funsor_lowering.program import Operation, OpProgram, ValueType
 from funsor_lowering.program.passes import (
     PassResult,
@@ -143,13 +144,13 @@ def apply_step(sketch, step, pick):
         sketch.emit(ops.ExpandOp(shape=(2, 3)), [row], (2, 3))
     elif step == "getslice_getslice":
         index = (Ellipsis, slice(1, 3))
-        part = sketch.emit(ops.GetsliceOp(index=index), [pick(matrices)], (2, 2))
-        sketch.emit(ops.GetsliceOp(index=(None, 1)), [part], (1, 2))
+        part = sketch.emit(getslice_op(index), [pick(matrices)], (2, 2))
+        sketch.emit(getslice_op((None, 1)), [part], (1, 2))
     elif step == "identity_getslice":
         index, shape = pick(
             [((Ellipsis, slice(0, 3)), (2, 3)), ((Ellipsis, None), (2, 3, 1))]
         )
-        sketch.emit(ops.GetsliceOp(index=index), [pick(matrices)], shape)
+        sketch.emit(getslice_op(index), [pick(matrices)], shape)
     elif step == "getslice_of_cat":
         parts = [pick(matrices), pick(matrices)]
         both = sketch.emit(ops.CatOp(axis=0), parts, (4, 3), packed=True)
@@ -161,7 +162,7 @@ def apply_step(sketch, step, pick):
                 ((slice(1, 3),), (2, 3)),  # across both: kept
             ]
         )
-        sketch.emit(ops.GetsliceOp(index=index), [both], shape)
+        sketch.emit(getslice_op(index), [both], shape)
     elif step == "cat_of_slices":
         # a partition of a matrix's columns (or rows), in some order, maybe
         # with another matrix's column between
@@ -173,10 +174,10 @@ def apply_step(sketch, step, pick):
         for start, stop in order:
             index = (slice(None), slice(start, stop)) if axis else (slice(start, stop),)
             shape = (2, stop - start) if axis else (stop - start, 3)
-            parts.append(sketch.emit(ops.GetsliceOp(index=index), [m], shape))
+            parts.append(sketch.emit(getslice_op(index), [m], shape))
         if axis and pick([False, True]):
             column = (slice(None), slice(0, 1))
-            other = sketch.emit(ops.GetsliceOp(index=column), [pick(matrices)], (2, 1))
+            other = sketch.emit(getslice_op(column), [pick(matrices)], (2, 1))
             parts.insert(1, other)
         size = sum(sketch.shapes[p][axis] for p in parts)
         shape = (2, size) if axis else (size, 3)
@@ -184,7 +185,7 @@ def apply_step(sketch, step, pick):
         start, stop = pick([(0, 1), (1, size), (0, size - 1), (1, 2)])
         index = (slice(None), slice(start, stop)) if axis else (slice(start, stop),)
         part_shape = (2, stop - start) if axis else (stop - start, 3)
-        sketch.emit(ops.GetsliceOp(index=index), [both], part_shape)
+        sketch.emit(getslice_op(index), [both], part_shape)
     elif step == "unsqueeze":
         row = sketch.emit(ops.UnsqueezeOp(dim=0), [pick(vectors)], (1, 3))
         sketch.emit(ops.ExpandOp(shape=(2, 3)), [row], (2, 3))
@@ -196,7 +197,7 @@ def apply_step(sketch, step, pick):
             sketch.emit(ops.tanh, [wide], (2, 3))
         else:
             index, shape = pick([((1,), (3,)), ((Ellipsis, slice(1, 3)), (2, 2))])
-            sketch.emit(ops.GetsliceOp(index=index), [wide], shape)
+            sketch.emit(getslice_op(index), [wide], shape)
     elif step == "einsum_matvec":
         args = [pick(matrices), pick(vectors)]
         sketch.emit(ops.EinsumOp(equation="ab,b->a"), args, (2,), packed=True)
@@ -328,8 +329,8 @@ def test_simplify_composes_reshapes_and_expands():
 
 def test_simplify_composes_getslices():
     def build(s):
-        part = s.emit(ops.GetsliceOp(index=(Ellipsis, slice(1, 3))), [3], (2, 2))
-        row = s.emit(ops.GetsliceOp(index=(1,)), [part], (2,))
+        part = s.emit(getslice_op((Ellipsis, slice(1, 3))), [3], (2, 2))
+        row = s.emit(getslice_op((1,)), [part], (2,))
         return s.emit(ops.tanh, [row], (2,))
 
     program = sketch_program(build)

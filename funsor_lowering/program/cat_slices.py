@@ -195,7 +195,7 @@ def slice_of_gather(editor, index, gather, value_type, backend):
     source, positions = gather.args
     constant = editor.constant_value(positions)
     source_type = editor.value_type(source)
-    if constant is None or source_type is None:
+    if not backend.is_array(constant) or source_type is None:
         return None
     positions = np.asarray(backend.to_numpy(constant))
     dim = gather.op.defaults["offset"]

@@ -288,12 +288,10 @@ class OpProgram:
                 raise ValueError(f"output refers to undefined value {leaf!r}")
 
     # ---------------------------------------------------------------- calling
-    @property
-    def __call__(self):
+    def __call__(self, *args, **kwargs):
         """``program(**arrays)``: the generated entry point (see
-        :class:`Runtime`), called directly (Python calls what the
-        ``__call__`` property gives, with no wrapper's frame between)."""
-        return self._runtime.entry
+        :class:`Runtime`)."""
+        return self._runtime.entry(*args, **kwargs)
 
     def vmap(self, in_axes):
         """This program mapped over a new leading batch axis: ``in_axes``
