@@ -53,11 +53,12 @@ def test_torch_jit_keeps_the_fastest_compiler_per_signature(program):
     jitted = program.jit()
     arrays = random_arrays(DOMAINS)
     assert_matches(jitted(**arrays), program(**arrays), rtol=1e-5, atol=1e-5)
-    (chosen,) = jitted.chosen.values.values()
+    (chosen,) = jitted.compiler.chosen.values()
     assert chosen in {"trace", "compile", "program"}
     again = random_arrays(DOMAINS)  # same signature: no new choice
     assert_matches(jitted(**again), program(**again), rtol=1e-5, atol=1e-5)
-    assert len(jitted.chosen) == 1
+    assert len(jitted.compiler.chosen) == 1
+    assert len(jitted) == 1
 
 
 def test_jit_names_the_compilers_of_the_backend(program):

@@ -1,6 +1,7 @@
 """The interface each backend adapter implements."""
 
 import importlib
+import itertools
 import math
 
 import numpy as np
@@ -118,14 +119,17 @@ class ArrayBackend:
         }
 
     def jit(self, program, compiler=None):
-        """A jit-compiled callable equivalent to ``program`` (by default the
-        program itself: numpy has no jit)."""
+        """The backend compiler of ``program.jit(compiler)``: a function
+        taking validated input arrays and returning a compiled function of
+        such arrays (positionally) that returns the program's outputs; or
+        ``None``, where the program itself is the fastest (numpy has no
+        jit)."""
         if compiler is not None:
             raise ValueError(
                 f"jit(compiler={compiler!r}) is for torch programs; this one "
                 f"runs on {self.name}"
             )
-        return program
+        return None
 
     # dtypes of random draws (symbolic tracing's shape rules)
     float_dtype = np.dtype("float64")
@@ -182,37 +186,28 @@ class ArrayBackend:
         return {}
 
 
-class BySignature:
-    """Values kept per validated input signature (each input's type, shape
-    and dtype) of a program's calls. A call whose top-level inputs have a
-    signature seen before skips the program's checks."""
+def nested_outputs(program, flat):
+    """``flat`` (a function returning the program's output arrays as one
+    flat tuple) returning the program's output nesting instead."""
+    from ..structure import map_leaves
 
-    def __init__(self, program):
-        self.program = program
-        self.values = {}
-        self.names = [name for name, _, _ in program._input_leaves]
-        self.top_level = all(not path for _, path, _ in program._input_leaves)
+    counter = itertools.count()
+    structure = map_leaves(lambda _: next(counter), program.output)
+    if isinstance(structure, int):  # one array
 
-    def __len__(self):
-        return len(self.values)
+        def single(*arrays):
+            return flat(*arrays)[0]
 
-    def get(self, kwargs, make):
-        """``(value, input leaves)`` for the call ``kwargs``; ``make(leaves)``
-        makes the value of a new signature (after the checks)."""
-        if self.top_level and len(kwargs) == len(self.names):
-            leaves = [kwargs.get(name) for name in self.names]
-            value = self.values.get(_signature(leaves))
-            if value is not None:
-                return value, leaves
-        leaves = self.program.validate(kwargs)
-        key = _signature(leaves)
-        value = self.values.get(key)
-        if value is None:
-            value = self.values[key] = make(leaves)
-        return value, leaves
+        return single
+
+    def nested(*arrays):
+        return map_leaves(flat(*arrays).__getitem__, structure)
+
+    return nested
 
 
-def _signature(leaves):
+def signature_of(leaves):
+    """Each array's type, shape and dtype."""
     return tuple(
         (type(v), getattr(v, "shape", None), getattr(v, "dtype", None)) for v in leaves
     )

@@ -6,7 +6,6 @@ import funsor
 if funsor.get_backend() != "jax":
     funsor.set_backend("jax")
 
-import itertools  # noqa: E402
 import typing  # noqa: E402
 
 import jax  # noqa: E402
@@ -22,8 +21,8 @@ from ..extra_ops import (  # noqa: E402
     categorical_sample,
     split_key,
 )
-from ..structure import iter_leaves, map_leaves  # noqa: E402
-from .base import ArrayBackend, BySignature  # noqa: E402
+from ..structure import iter_leaves  # noqa: E402
+from .base import ArrayBackend, nested_outputs  # noqa: E402
 from .jax_primitives import specialize  # noqa: E402
 from .numpy_backend import numpy_literal  # noqa: E402
 
@@ -101,24 +100,17 @@ class JaxBackend(ArrayBackend):
     def jit(self, program, compiler=None):
         if compiler is not None:
             super().jit(program, compiler)  # raises: jax has one jit
-        # Inputs enter the jitted function as flat leaves and outputs leave
-        # it as a flat tuple, nested again outside (jax sorts dict keys,
-        # which fails for keys of mixed types such as IntEnum and str).
-        counter = itertools.count()
-        structure = map_leaves(lambda _: next(counter), program.output)
-
-        def flat(*leaves):
-            return tuple(iter_leaves(program.run_leaves(leaves)))
-
-        jitted = jax.jit(flat)
-        checked = BySignature(program)  # input signatures validated so far
-
-        def call(**kwargs):
-            _, leaves = checked.get(kwargs, lambda leaves: True)
-            outputs = jitted(*leaves)
-            return map_leaves(lambda k: outputs[k], structure)
-
-        return call
+        if _has_dict(program.output):
+            # outputs leave the jitted function as a flat tuple, nested again
+            # outside (jax sorts dict keys, which fails for keys of mixed
+            # types such as IntEnum and str, and reorders the others)
+            function = nested_outputs(
+                program,
+                jax.jit(lambda *leaves: tuple(iter_leaves(program.run_leaves(leaves)))),
+            )
+        else:
+            function = jax.jit(lambda *leaves: program.run_leaves(leaves))
+        return lambda leaves: function  # jax.jit compiles per signature itself
 
     def tracing_hooks(self):
         # funsor's MonteCarlo splits its key with jax.random.split, outside
@@ -127,6 +119,12 @@ class JaxBackend(ArrayBackend):
             return tuple(split_key(key, index=i, num=num) for i in range(num))
 
         return {"jax.random.split": split}
+
+
+def _has_dict(structure):
+    if isinstance(structure, dict):
+        return True
+    return isinstance(structure, (tuple, list)) and any(map(_has_dict, structure))
 
 
 def _amin(x, axis=None, keepdims=False):

@@ -1,7 +1,7 @@
 """torch adapter: array facts, ``torch.jit.trace`` of programs, export to
 ``torch.fx``."""
 
-import itertools
+import functools
 import statistics
 import time
 import typing
@@ -16,7 +16,7 @@ from funsor import ops
 from ..dtypes import dtype_kind
 from ..extra_ops import categorical_sample
 from ..structure import iter_leaves, map_leaves
-from .base import ArrayBackend, BySignature, python_literal
+from .base import ArrayBackend, nested_outputs, python_literal, signature_of
 
 
 class TorchBackend(ArrayBackend):
@@ -26,11 +26,11 @@ class TorchBackend(ArrayBackend):
 
     def jit(self, program, compiler=None):
         if compiler is None:
-            return FastestProgram(program)
+            return FastestCompiler(program)
         if compiler == "trace":
-            return TracedProgram(program)
+            return functools.partial(traced_function, program)
         if compiler == "compile":
-            return CompiledProgram(program)
+            return functools.partial(compiled_function, program)
         raise ValueError(
             f"jit(compiler={compiler!r}): torch programs support compiler=None "
             f"(the fastest), 'trace' (torch.jit.trace) and 'compile' "
@@ -117,101 +117,99 @@ def _categorical_sample(args, sample_shape=(), keyed=False):
     return dist.sample(tuple(sample_shape))
 
 
-class TracedProgram:
-    """``program`` through ``torch.jit.trace``, traced on the first call for
-    each tuple of input shapes and dtypes (outputs flattened to a tuple for
-    the tracer, nested again on return). Where tracing fails (outputs that
-    are not tensors), calls run the program itself."""
+def traced_function(program, leaves):
+    """``program`` through ``torch.jit.trace`` for input arrays like
+    ``leaves`` (outputs flattened to a tuple for the tracer, nested again on
+    return). Where tracing fails (outputs that are not tensors), the
+    program's generated body itself."""
+    body = program.specialized(leaves)  # the trace runs the body
 
-    def __init__(self, program):
-        self.program = program
-        self.traced = BySignature(program)  # -> traced function
-        counter = itertools.count()
-        self.structure = map_leaves(lambda _: next(counter), program.output)
+    def flat_program(*arrays):
+        return tuple(iter_leaves(body(*arrays)))
 
-    def __call__(self, **kwargs):
-        traced, leaves = self.traced.get(kwargs, self._trace)
-        flat = traced(*leaves)
-        return map_leaves(lambda k: flat[k], self.structure)
-
-    def _trace(self, leaves):
-        fn = self.program.specialized(leaves)  # the trace runs the body
-
-        def flat_program(*arrays):
-            return tuple(iter_leaves(fn(*arrays)))
-
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", torch.jit.TracerWarning)
-                # deprecated in favour of torch.compile, which takes tens of
-                # seconds to compile a program on CPU; trace still works
-                warnings.simplefilter("ignore", DeprecationWarning)
-                return torch.jit.trace(flat_program, tuple(leaves), check_trace=False)
-        except (RuntimeError, TypeError, ValueError) as error:
-            warnings.warn(
-                f"torch.jit.trace failed ({error}); calling the program uncompiled",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            return flat_program
-
-
-class CompiledProgram(TracedProgram):
-    """``program`` through ``torch.compile(fullgraph=True)`` (inductor: fused
-    kernels), compiled on the first call for each tuple of input shapes and
-    dtypes. Compiling takes seconds to minutes on CPU; calls are then
-    several times faster than ``torch.jit.trace`` on small arrays."""
-
-    def _trace(self, leaves):
-        # the generated body itself: its own code object, so that dynamo's
-        # cache (per code object) holds one entry per program
-        compiled = torch.compile(
-            self.program.specialized(leaves), fullgraph=True, dynamic=False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            # deprecated in favour of torch.compile, which takes tens of
+            # seconds to compile a program on CPU; trace still works
+            warnings.simplefilter("ignore", DeprecationWarning)
+            traced = torch.jit.trace(flat_program, tuple(leaves), check_trace=False)
+    except (RuntimeError, TypeError, ValueError) as error:
+        warnings.warn(
+            f"torch.jit.trace failed ({error}); calling the program uncompiled",
+            RuntimeWarning,
+            stacklevel=2,
         )
-
-        def flat_program(*arrays):
-            return tuple(iter_leaves(compiled(*arrays)))
-
-        return flat_program
+        return body
+    return nested_outputs(program, traced)
 
 
-class FastestProgram:
-    """Whichever of ``torch.jit.trace``, ``torch.compile`` and the program
-    itself runs a call fastest, chosen on the first call for each tuple of
-    input shapes and dtypes: each is compiled and timed (medians of a few
-    calls, drawing nothing from the caller's random state), then the call
-    runs on the fastest."""
+def compiled_function(program, leaves):
+    """``program`` through ``torch.compile`` (inductor: fused kernels) for
+    input arrays like ``leaves``, compiled on its first call. Compiling
+    takes seconds to minutes on CPU; calls are then several times faster
+    than ``torch.jit.trace`` on small arrays."""
+    # A function of its own (dynamo caches compilations per code object):
+    # compiled for this signature's shapes alone, it stays static without
+    # ``dynamic=False``, which, like ``fullgraph=True``, costs microseconds
+    # per call.
+    return torch.compile(_own_code(program.specialized(leaves)))
 
-    TIMED_CALLS = 5
+
+def _own_code(function):
+    """``function`` behind a function with a code object of its own."""
+    namespace = {"function": function}
+    exec("def program(*arrays):\n    return function(*arrays)\n", namespace)
+    return namespace["program"]
+
+
+def body_function(program, leaves):
+    """The program's generated body for input arrays like ``leaves`` (no
+    compiler: the fastest on tiny programs)."""
+    return program.specialized(leaves)
+
+
+class FastestCompiler:
+    """Whichever of ``torch.jit.trace``, ``torch.compile`` and the program's
+    own body runs a call fastest, for each input signature: each is
+    compiled, warmed up and timed (interleaved rounds, medians; drawing
+    nothing from the caller's random state), and the fastest is kept.
+    ``chosen`` maps each input signature to the name of the one kept."""
+
+    CANDIDATES = {
+        "trace": traced_function,
+        "compile": compiled_function,
+        "program": body_function,
+    }
+    WARM_UP_CALLS = 2
+    ROUNDS = 3
+    CALLS_PER_ROUND = 5
 
     def __init__(self, program):
         self.program = program
-        self.candidates = {
-            "trace": TracedProgram(program),
-            "compile": CompiledProgram(program),
-            "program": program,
-        }
-        self.chosen = BySignature(program)  # -> candidate name
+        self.chosen = {}
 
-    def __call__(self, **kwargs):
-        name, _ = self.chosen.get(kwargs, lambda leaves: self._fastest(kwargs))
-        return self.candidates[name](**kwargs)
-
-    def _fastest(self, kwargs):
-        times = {}
+    def __call__(self, leaves):
+        functions = {}
         with self.program._array_backend.preserved_random_state():
-            for name, candidate in self.candidates.items():
+            for name, make in self.CANDIDATES.items():
                 try:
-                    candidate(**kwargs)  # compiles
+                    function = make(self.program, leaves)
+                    for _ in range(self.WARM_UP_CALLS):  # the first compiles
+                        function(*leaves)
                 except Exception:  # noqa: BLE001 - that compiler cannot
                     continue
-                samples = []
-                for _ in range(self.TIMED_CALLS):
-                    start = time.perf_counter()
-                    candidate(**kwargs)
-                    samples.append(time.perf_counter() - start)
-                times[name] = statistics.median(samples)
-        return min(times, key=times.get)
+                functions[name] = function
+            samples = {name: [] for name in functions}
+            for _ in range(self.ROUNDS):
+                for name, function in functions.items():
+                    for _ in range(self.CALLS_PER_ROUND):
+                        start = time.perf_counter()
+                        function(*leaves)
+                        samples[name].append(time.perf_counter() - start)
+        name = min(samples, key=lambda k: statistics.median(samples[k]))
+        self.chosen[signature_of(leaves)] = name
+        return functions[name]
 
 
 def program_to_fx(program, resolved):

@@ -541,6 +541,17 @@ def build_entry(program, table, slow, first=None):
     return globals_["signature"], entry
 
 
+def build_call(program, function):
+    """A generated ``def program(<inputs>): return function(<inputs>)``:
+    the body :func:`build_entry` inlines to call a compiled ``function`` of
+    the input arrays."""
+    names = program.value_names
+    inputs = ", ".join(names[len(program.constants) : program.first_operation])
+    global_ = Namespace(reserved=names).create("_compiled")
+    source = f"def program({inputs}):\n    return {global_}({inputs})\n"
+    return _define(source, {global_: function}, "program")
+
+
 _ABSENT = type("Absent", (), {"__repr__": lambda self: "<no input given>"})()
 
 

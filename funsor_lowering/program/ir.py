@@ -34,7 +34,7 @@ from ..backends import array_backend
 from ..dtypes import dtype_kind
 from ..structure import iter_leaves, iter_paths, lookup, map_leaves, path_suffix
 from .naming import ENTRY_NAMES, Namespace
-from .runtime import Runtime, check_nesting
+from .runtime import JitEntry, Runtime, check_nesting
 
 
 class Operation:
@@ -407,14 +407,16 @@ class OpProgram:
     def jit(self, compiler=None):
         """A jit-compiled callable with the program's signature and outputs:
         ``jax.jit`` on jax, the program itself on numpy. On torch, by
-        default, the faster of ``torch.jit.trace`` and
-        ``torch.compile(fullgraph=True)`` (or the program itself, faster
-        than both on tiny programs), each compiled and timed on the first
-        call per input shapes and dtypes; ``compiler="trace"`` or
-        ``compiler="compile"`` picks one (``torch.compile`` takes seconds
-        to minutes to compile on CPU, and runs small arrays several times
-        faster)."""
-        return self._array_backend.jit(self, compiler)
+        default, the fastest of ``torch.jit.trace``, ``torch.compile`` and
+        the program itself (fastest on tiny programs), each compiled and
+        timed on the first call per input shapes and dtypes;
+        ``compiler="trace"`` or ``compiler="compile"`` picks one
+        (``torch.compile`` takes seconds to minutes to compile on CPU, and
+        runs small arrays several times faster). Calls go through a
+        generated entry, as the program's own do
+        (:class:`~funsor_lowering.program.runtime.JitEntry`)."""
+        compiler = self._array_backend.jit(self, compiler)
+        return self if compiler is None else JitEntry(self, compiler)
 
     def to_fx(self):
         """An equivalent ``torch.fx.GraphModule`` (torch backend only): one

@@ -37,7 +37,7 @@ import threading
 from collections import OrderedDict
 
 from ..structure import path_suffix
-from .codegen import build_body, build_entry, build_unresolved
+from .codegen import build_body, build_call, build_entry, build_unresolved
 
 # Bounds of the caches: signatures seen (per program) and generated bodies
 # (one per tuple of input types: numpy arrays, tensors, jax tracers ...).
@@ -61,11 +61,7 @@ class Runtime:
         if self.program._array_backend.is_compiling():
             return self.call_traced(kwargs)
         if args:
-            raise TypeError(
-                f"OpProgram takes keyword arguments only "
-                f"({', '.join(map(repr, self.program.inputs))}), got "
-                f"{len(args)} positional argument(s)"
-            )
+            raise _positional_error(self.program, args)
         values = self.program.validate(kwargs)
         body, outputs = self.body(values)
         self.remember(kwargs, values, body)
@@ -133,6 +129,65 @@ class Runtime:
 
     def cache_info(self):
         return {"signatures": len(self.signatures), "bodies": len(self.bodies)}
+
+
+class JitEntry:
+    """A backend compiler's functions (``jax.jit``, ``torch.jit.trace`` ...)
+    behind a generated entry, as :class:`Runtime` serves bodies.
+
+    ``compiler(values)`` gives, for validated input arrays ``values``, a
+    function of the input arrays (positionally) returning the program's
+    outputs; it is asked once per call signature. The first signature's
+    checks and call are inline in the entry (as hand-written code would
+    call the compiled function); other signatures seen before are one table
+    lookup; any other call is validated first (errors name the input).
+    """
+
+    def __init__(self, program, compiler):
+        self.program = program
+        self.compiler = compiler
+        self.functions = {}  # call signature -> function (read by the entry)
+        self.lock = threading.Lock()
+        self.signature = None  # generated: kwargs -> signature
+        self.entry = self.call_checked
+
+    def __call__(self, *args, **kwargs):
+        return self.entry(*args, **kwargs)
+
+    def __len__(self):
+        """The number of call signatures compiled for."""
+        return len(self.functions)
+
+    def call_checked(self, *args, **kwargs):
+        if args:
+            raise _positional_error(self.program, args)
+        values = self.program.validate(kwargs)
+        # compiling under the lock: concurrent first calls compile once
+        with self.lock:
+            if self.signature is None:
+                function = self.compiler(values)
+                self.signature, entry = build_entry(
+                    self.program,
+                    self.functions,
+                    self.call_checked,
+                    (values, build_call(self.program, function)),
+                )
+                self.functions[self.signature(kwargs)] = function
+                self.entry = entry
+            else:
+                key = self.signature(kwargs)
+                function = self.functions.get(key)
+                if function is None:
+                    function = self.functions[key] = self.compiler(values)
+        return function(*values)
+
+
+def _positional_error(program, args):
+    return TypeError(
+        f"OpProgram takes keyword arguments only "
+        f"({', '.join(map(repr, program.inputs))}), got "
+        f"{len(args)} positional argument(s)"
+    )
 
 
 def prepared(program, inputs=None):
