@@ -97,6 +97,8 @@ STEPS = [
     "expand_then_add",
     "expand_then_tanh",
     "expand_then_getslice",
+    "transpose_op",
+    "transposes_of_a_cube",
     "einsum_matvec",
     "einsum_of_permute",
     "permute_of_einsum",
@@ -198,6 +200,26 @@ def apply_step(sketch, step, pick):
         else:
             index, shape = pick([((1,), (3,)), ((Ellipsis, slice(1, 3)), (2, 2))])
             sketch.emit(getslice_op(index), [wide], shape)
+    elif step == "transpose_op":
+        axes = pick([(-1, -2), (0, 1), (1, -1)])  # the last: no change
+        shape = (2, 3) if axes == (1, -1) else (3, 2)
+        v = pick(matrices)
+        sketch.emit(ops.TransposeOp(axis1=axes[0], axis2=axes[1]), [v], shape)
+    elif step == "transposes_of_a_cube":
+        # transposes and permutes of a rank-3 array, composed, then back
+        v = sketch.emit(ops.ReshapeOp(shape=(2, 1, 3)), [pick(matrices)], (2, 1, 3))
+        for _ in range(pick([1, 2, 3])):
+            shape = sketch.shapes[v]
+            if pick([True, False]):
+                a, b = pick([(0, 1), (-1, -2), (0, 2), (2, -1)])
+                dims = list(range(3))
+                dims[a % 3], dims[b % 3] = dims[b % 3], dims[a % 3]
+                op = ops.TransposeOp(axis1=a, axis2=b)
+            else:
+                dims = pick([(2, 0, 1), (1, 2, 0), (0, 2, 1)])
+                op = ops.PermuteOp(dims=dims)
+            v = sketch.emit(op, [v], tuple(shape[d] for d in dims))
+        sketch.emit(ops.ReshapeOp(shape=(2, 3)), [v], (2, 3))
     elif step == "einsum_matvec":
         args = [pick(matrices), pick(vectors)]
         sketch.emit(ops.EinsumOp(equation="ab,b->a"), args, (2,), packed=True)
@@ -307,6 +329,24 @@ def test_simplify_removes_identities_and_units():
         return s.emit(ops.tanh, [v], (2, 3))
 
     assert op_names(optimize(sketch_program(build))) == ["tanh"]
+
+
+def test_simplify_composes_transposes_and_permutes():
+    def build(s):
+        t = s.emit(ops.TransposeOp(axis1=-1, axis2=-2), [3], (3, 2))
+        back = s.emit(ops.TransposeOp(axis1=0, axis2=1), [t], (2, 3))
+        cube = s.emit(ops.ReshapeOp(shape=(2, 3, 1)), [back], (2, 3, 1))
+        p = s.emit(ops.PermuteOp(dims=(2, 0, 1)), [cube], (1, 2, 3))
+        q = s.emit(ops.TransposeOp(axis1=0, axis2=-1), [p], (3, 2, 1))
+        return s.emit(ops.tanh, [q], (3, 2, 1))
+
+    program = sketch_program(build)
+    optimized = optimize(program)
+    # the first two cancel; the last two are one permute
+    assert op_names(optimized) == ["reshape", "permute", "tanh"]
+    assert optimized.operations[1].op.defaults["dims"] == (1, 0, 2)
+    arrays = {"x": backend_randn(2, 3), "y": backend_randn(3)}
+    assert_matches(optimized(**arrays), program(**arrays))
 
 
 def test_simplify_composes_reshapes_and_expands():

@@ -45,6 +45,16 @@ def expand_index(index, rank):
     return parts
 
 
+def is_whole(part, size):
+    """Whether ``part`` of an index is a slice taking all of a dim of
+    ``size``, in order.
+
+    >>> is_whole(slice(None), 3), is_whole(slice(0, 5), 3), is_whole(slice(1, 3), 3)
+    (True, True, False)
+    """
+    return isinstance(part, slice) and part.indices(size) == (0, size, 1)
+
+
 def takes_all(index, shape):
     """Whether ``x[index]`` is all of ``x`` (of ``shape``), unchanged.
 
@@ -54,9 +64,7 @@ def takes_all(index, shape):
     parts = expand_index(index, len(shape))
     if parts is None or len(parts) != len(shape):  # new axes
         return False
-    return all(
-        isinstance(p, slice) and p.indices(n) == (0, n, 1) for p, n in zip(parts, shape)
-    )
+    return all(is_whole(p, n) for p, n in zip(parts, shape))
 
 
 def compose_indices(first, second, shape):
@@ -129,4 +137,4 @@ def compose_indices(first, second, shape):
     return tuple(result)
 
 
-__all__ = ["compose_indices", "expand_index", "is_int", "takes_all"]
+__all__ = ["compose_indices", "expand_index", "is_int", "is_whole", "takes_all"]

@@ -43,7 +43,7 @@ from funsor import ops
 
 from ..extra_ops import TupleItemOp, getslice_op
 from ..shapes import broadcast_shape
-from .basic_index import expand_index, is_int
+from .basic_index import expand_index, is_int, is_whole
 from .editor import Editor, PassResult
 from .ir import ValueType
 from .vectorize import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
@@ -200,7 +200,7 @@ def _getslice_on_source(index, source, expanded):
     if parts is None or any(p is None for p in parts):
         return None
     lead = len(expanded) - len(source)
-    if not all(is_int(p) or _whole(p, n) for p, n in zip(parts, expanded[:lead])):
+    if not all(is_int(p) or is_whole(p, n) for p, n in zip(parts, expanded[:lead])):
         return None
     shape, source_index = [], []
     for p, size, full in zip(parts[lead:], source, expanded[lead:]):
@@ -210,16 +210,11 @@ def _getslice_on_source(index, source, expanded):
                 return None
             source_index.append(0 if broadcast else p)
             continue
-        if broadcast and not _whole(p, full):
+        if broadcast and not is_whole(p, full):
             return None
         source_index.append(p)
         shape.append(len(range(*p.indices(size))))
     return tuple(shape), tuple(source_index)
-
-
-def _whole(part, size):
-    """Whether slice ``part`` takes all of a dim of ``size``."""
-    return isinstance(part, slice) and part.indices(size) == (0, size, 1)
 
 
 __all__ = ["defer_expands"]

@@ -42,7 +42,7 @@ from funsor import ops
 
 from ..backends import array_backend
 from ..extra_ops import getslice_op
-from .basic_index import expand_index, is_int
+from .basic_index import expand_index, is_int, is_whole
 from .ir import ValueType
 
 
@@ -141,7 +141,7 @@ def _gather(editor, pieces, value_type, backend):
         if piece.source != source or piece.dim != dim:
             return None
         for k, p in enumerate(piece.parts):
-            if k != dim and not (isinstance(p, slice) and p == slice(0, shape[k], 1)):
+            if k != dim and not is_whole(p, shape[k]):
                 return None
     index = np.concatenate([np.arange(p.start, p.stop) for p in pieces])
     constant = editor.add_constant(backend.from_numpy(index.astype(np.int64)))
@@ -206,10 +206,9 @@ def slice_of_gather(editor, index, gather, value_type, backend):
     parts = expand_index(index, len(shape))
     if parts is None or len(parts) != len(shape):
         return None
-    for k, p in enumerate(parts):
-        whole = isinstance(p, slice) and p.indices(shape[k]) == (0, shape[k], 1)
-        if k != dim and not whole:
-            return None
+    others = [k for k in range(len(shape)) if k != dim]
+    if not all(is_whole(parts[k], shape[k]) for k in others):
+        return None
     if not isinstance(parts[dim], slice):
         return None
     taken = positions[parts[dim]] % source_type.shape[dim]

@@ -55,7 +55,7 @@ from ..backends import array_backend
 from ..extra_ops import RANDOM_OP_TYPES, getslice_op
 from ..shapes import broadcast_shape
 from ..structure import iter_leaves
-from .basic_index import compose_indices, expand_index, is_int, takes_all
+from .basic_index import compose_indices, expand_index, is_int, is_whole, takes_all
 from .broadcasts import defer_expands
 from .cat_slices import cat_simplifier, slice_of_cat
 from .editor import Editor, PassResult, Ref
@@ -129,7 +129,8 @@ _UNITS = {
 
 def simplify(program):
     """Algebraic simplification: identity layout ops, units of associative
-    ops, double negation, composed permutes, permutes folded into einsums,
+    ops, double negation, composed permutes and transposes, permutes folded
+    into einsums,
     slices of concatenations and gathers."""
     uses = _use_counts(program)
     simplify_cat, slice_of_gather = cat_simplifier(program)
@@ -139,20 +140,28 @@ def simplify(program):
         if isinstance(op, ops.CatOp) and operation.packed:
             return simplify_cat(editor, op, args, value_type)
         shape = value_type.shape if value_type is not None else None
-        if isinstance(op, ops.PermuteOp):
-            dims = tuple(op.defaults["dims"])
+        if isinstance(op, (ops.PermuteOp, ops.TransposeOp)):
+            dims = _permutation(op, shape)
+            if dims is None:
+                return None
             if dims == tuple(range(len(dims))):
                 return args[0]
             inner = editor.producer(args[0])
-            if inner is not None and isinstance(inner.op, ops.PermuteOp):
-                inner_dims = tuple(inner.op.defaults["dims"])
+            if inner is not None and isinstance(
+                inner.op, (ops.PermuteOp, ops.TransposeOp)
+            ):
+                inner_dims = _permutation(inner.op, dims)
                 composed = tuple(inner_dims[d] for d in dims)
                 if composed == tuple(range(len(composed))):
                     return inner.args[0]
                 return editor.emit(
                     ops.PermuteOp(dims=composed), inner.args, False, value_type
                 )
-            if inner is not None and isinstance(inner.op, ops.EinsumOp):
+            if (
+                isinstance(op, ops.PermuteOp)
+                and inner is not None
+                and isinstance(inner.op, ops.EinsumOp)
+            ):
                 # only an einsum nothing else reads (else it would run twice)
                 if uses.get(operation.args[0], 0) == 1:
                     return _permute_einsum_output(editor, inner, dims, value_type)
@@ -213,6 +222,21 @@ def simplify(program):
     return _rewrite(program, rule)
 
 
+def _permutation(op, shape):
+    """The dims ``ops.permute`` takes for a permute or transpose ``op``
+    giving an array of ``shape`` (any sequence of its length), or ``None``
+    (a transpose of unknown rank)."""
+    if isinstance(op, ops.PermuteOp):
+        return tuple(op.defaults["dims"])
+    if shape is None:
+        return None
+    rank = len(shape)
+    dims = list(range(rank))
+    a, b = op.defaults["axis1"] % rank, op.defaults["axis2"] % rank
+    dims[a], dims[b] = dims[b], dims[a]
+    return tuple(dims)
+
+
 def _is_squeeze(editor, operation):
     """Whether ``operation`` is a getslice that only drops size-1 dims (so
     it keeps its argument's elements in order)."""
@@ -226,8 +250,7 @@ def _is_squeeze(editor, operation):
         return False
     dims = [p for p in parts if p is not None]
     return all(
-        (is_int(p) and size == 1 and p in (0, -1))
-        or (isinstance(p, slice) and p.indices(size) == (0, size, 1))
+        (is_int(p) and size == 1 and p in (0, -1)) or is_whole(p, size)
         for p, size in zip(dims, source.shape)
     )
 
