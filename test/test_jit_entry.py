@@ -138,3 +138,38 @@ def test_jit_names_bad_input_before_and_after_compiling(
         jitted(**arrays(1))
     with pytest.raises(TypeError, match="keyword arguments only"):
         jitted(*arrays(0).values())
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch's choice of compilers")
+# a budget spent by the first round stops there; else every round runs
+@pytest.mark.parametrize("budget, rounds", [(0.0, 1), (float("inf"), 3)])
+def test_fastest_compiler_times_candidates_within_its_budget(
+    monkeypatch, budget, rounds
+):
+    from funsor_lowering.backends.torch_backend import FastestCompiler, body_function
+
+    calls = {"first": 0, "second": 0}
+
+    def counting(name):
+        def make(program, leaves):
+            body = body_function(program, leaves)
+
+            def function(*arrays):
+                calls[name] += 1
+                return body(*arrays)
+
+            return function
+
+        return make
+
+    candidates = {name: counting(name) for name in calls}
+    monkeypatch.setattr(FastestCompiler, "CANDIDATES", candidates)
+    monkeypatch.setattr(FastestCompiler, "ROUNDS", 3)
+    monkeypatch.setattr(FastestCompiler, "TIMING_BUDGET", budget)
+    jitted = compile_function(model, **DOMAINS).jit()
+    given = arrays(0)
+    assert_matches(jitted(**given), eager(model, given), rtol=1e-4, atol=1e-5)
+    (chosen,) = jitted.compiler.chosen.values()
+    timed = FastestCompiler.WARM_UP_CALLS + rounds * FastestCompiler.CALLS_PER_ROUND
+    # the chosen one also ran the call itself
+    assert calls == {name: timed + (name == chosen) for name in calls}

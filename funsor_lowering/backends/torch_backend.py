@@ -174,7 +174,9 @@ class FastestCompiler:
     own body runs a call fastest, for each input signature: each is
     compiled, warmed up and timed (interleaved rounds, medians; drawing
     nothing from the caller's random state), and the fastest is kept.
-    ``chosen`` maps each input signature to the name of the one kept."""
+    Rounds stop early once timing has taken :attr:`TIMING_BUDGET` seconds
+    (large programs). ``chosen`` maps each input signature to the name of
+    the one kept."""
 
     CANDIDATES = {
         "trace": traced_function,
@@ -184,6 +186,7 @@ class FastestCompiler:
     WARM_UP_CALLS = 2
     ROUNDS = 3
     CALLS_PER_ROUND = 5
+    TIMING_BUDGET = 0.5
 
     def __init__(self, program):
         self.program = program
@@ -207,6 +210,8 @@ class FastestCompiler:
                         start = time.perf_counter()
                         function(*leaves)
                         samples[name].append(time.perf_counter() - start)
+                if sum(map(sum, samples.values())) > self.TIMING_BUDGET:
+                    break
         name = min(samples, key=lambda k: statistics.median(samples[k]))
         self.chosen[signature_of(leaves)] = name
         return functions[name]
