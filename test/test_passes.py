@@ -318,6 +318,31 @@ def test_passes_report_no_change_at_the_fixed_point(program):
         assert run_pass(optimized).modified is False, run_pass.__name__
 
 
+@settings(deadline=None, max_examples=30)
+@given(program=programs())
+def test_optimize_runs_no_pass_again_on_a_program_it_left_unchanged(program):
+    seen = []  # (pass, program it ran on, whether it changed it)
+
+    def recording(run_pass):
+        def run(p):
+            result = run_pass(p)
+            assert result.modified or result.program is p  # unchanged: itself
+            seen.append((run_pass, p, result.modified))
+            return result
+
+        return run
+
+    optimized = optimize(program, passes=tuple(map(recording, PASSES)))
+    left_unchanged = {}
+    for run_pass, p, modified in seen:
+        assert left_unchanged.get(run_pass) is not p, run_pass.__name__
+        if not modified:
+            left_unchanged[run_pass] = p
+    # and the result is the same fixed point as running every pass
+    for run_pass in PASSES:
+        assert run_pass(optimized).modified is False, run_pass.__name__
+
+
 def test_simplify_removes_identities_and_units():
     def build(s):
         v = s.emit(ops.PermuteOp(dims=(0, 1)), [3], (2, 3))

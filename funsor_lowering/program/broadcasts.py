@@ -44,7 +44,7 @@ from funsor import ops
 from ..extra_ops import TupleItemOp, getslice_op
 from ..shapes import broadcast_shape
 from .basic_index import expand_index, is_int, is_whole
-from .editor import Editor, PassResult
+from .editor import Editor, pass_result
 from .ir import ValueType
 from .vectorize import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
 
@@ -58,8 +58,7 @@ def defer_expands(program):
     the module's docstring)."""
     editor = Editor.of(program)
     output = editor.copy_operations(program, _rule)
-    after = editor.finish(output)
-    return PassResult(after, after.operations != program.operations)
+    return pass_result(program, editor.finish(output))
 
 
 def _source(editor, ref):

@@ -38,6 +38,21 @@ class PassResult(NamedTuple):
     modified: bool
 
 
+def pass_result(before, after):
+    """The :class:`PassResult` of a pass that turned program ``before`` into
+    ``after``: where nothing changed, ``before`` itself (so that
+    :func:`~funsor_lowering.program.passes.optimize` can tell that it has
+    run on it)."""
+    if (len(after.constants), after.operations, repr(after.output)) != (
+        len(before.constants),
+        before.operations,
+        repr(before.output),
+    ):
+        return PassResult(after, True)
+    same_types = after._operation_types == before._operation_types
+    return PassResult(before if same_types else after, False)
+
+
 class Ref:
     """A value of a program being edited: constant (``"c"``), input leaf
     (``"i"``) or operation (``"o"``) number ``k``. Not a tuple, so output
@@ -207,4 +222,4 @@ class Editor:
         )
 
 
-__all__ = ["Editor", "PassResult", "Ref", "ValueType"]
+__all__ = ["Editor", "PassResult", "Ref", "ValueType", "pass_result"]

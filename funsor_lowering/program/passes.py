@@ -58,7 +58,7 @@ from ..structure import iter_leaves
 from .basic_index import compose_indices, expand_index, is_int, is_whole, takes_all
 from .broadcasts import defer_expands
 from .cat_slices import cat_simplifier, slice_of_cat
-from .editor import Editor, PassResult, Ref
+from .editor import Editor, PassResult, Ref, pass_result
 from .ir import ValueType
 from .vectorize import vectorize
 
@@ -67,20 +67,12 @@ from .vectorize import vectorize
 FOLD_LIMIT = 4096
 
 
-def _result(before, after):
-    return PassResult(after, _signature(after) != _signature(before))
-
-
-def _signature(program):
-    return (len(program.constants), program.operations, repr(program.output))
-
-
 def _rewrite(program, rule):
     """Apply ``rule`` (see :meth:`Editor.copy_operations`) to every
     operation in order."""
     editor = Editor.of(program)
     output = editor.copy_operations(program, rule)
-    return _result(program, editor.finish(output))
+    return pass_result(program, editor.finish(output))
 
 
 def is_random(op):
@@ -450,7 +442,7 @@ def eliminate_dead_code(program):
     """Drop operations and constants that no output depends on."""
     editor = Editor.of(program)
     output = editor.copy_operations(program)
-    return _result(program, editor.finish(output, editor.live(output)))
+    return pass_result(program, editor.finish(output, editor.live(output)))
 
 
 # ------------------------------------------------------------------- pipeline
@@ -472,14 +464,22 @@ FIRST_ROUND_ONLY = (vectorize,)
 
 
 def optimize(program, passes=PASSES, max_rounds=4):
-    """Run ``passes`` in order until none changes the program."""
+    """Run ``passes`` in order until none changes the program. A pass is not
+    run again on the very program it last left unchanged (passes are
+    deterministic: it would leave it unchanged again)."""
+    left_unchanged = {}  # pass -> the program it last left unchanged
     for round_ in range(max_rounds):
         modified = False
         for run_pass in passes:
             if round_ and run_pass in FIRST_ROUND_ONLY:
                 continue
+            if left_unchanged.get(run_pass) is program:
+                continue
             program, changed = run_pass(program)
-            modified = modified or changed
+            if changed:
+                modified = True
+            else:
+                left_unchanged[run_pass] = program
         if not modified:
             break
     return program
