@@ -154,9 +154,9 @@ class JitEntry:
     def __call__(self, *args, **kwargs):
         return self.entry(*args, **kwargs)
 
-    def __len__(self):
-        """The number of call signatures compiled for."""
-        return len(self.functions)
+    def cache_info(self):
+        """``signatures``: the input signatures compiled for."""
+        return {"signatures": len(self.functions)}
 
     def call_checked(self, *args, **kwargs):
         if args:
