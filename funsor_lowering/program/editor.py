@@ -56,18 +56,23 @@ def pass_result(before, after):
 class Ref:
     """A value of a program being edited: constant (``"c"``), input leaf
     (``"i"``) or operation (``"o"``) number ``k``. Not a tuple, so output
-    nestings keep their shape."""
+    nestings keep their shape. Interned: equal refs are one object, so sets
+    and dicts of refs hash and compare them by identity (passes look refs up
+    hundreds of thousands of times)."""
 
     __slots__ = ("kind", "k")
+    _interned = {}
 
-    def __init__(self, kind, k):
-        self.kind, self.k = kind, k
+    def __new__(cls, kind, k):
+        ref = cls._interned.get((kind, k))
+        if ref is None:
+            ref = object.__new__(cls)
+            ref.kind, ref.k = kind, k
+            ref = cls._interned.setdefault((kind, k), ref)  # first one wins
+        return ref
 
-    def __eq__(self, other):
-        return isinstance(other, Ref) and (self.kind, self.k) == (other.kind, other.k)
-
-    def __hash__(self):
-        return hash((self.kind, self.k))
+    def __reduce__(self):
+        return Ref, (self.kind, self.k)
 
     def __repr__(self):
         return f"Ref({self.kind!r}, {self.k})"
