@@ -259,8 +259,7 @@ def generate_function_source(program, name, *, standalone, resolved=None):
     for i, value in enumerate(program.constants):
         globals_[names[i]] = value
 
-    first_input = len(program.constants)
-    input_names = names[first_input : program.first_operation]
+    input_names = _input_names(program)
     leaves = program._input_leaves
     lines = []
     if not standalone:
@@ -464,7 +463,7 @@ def build_entry(program, table, slow, first=None):
     as hand-written code would run). Input names appear only as string
     literals or globals, so no name can collide with the entry's own."""
     names = program.value_names
-    locals_ = names[len(program.constants) : program.first_operation]
+    locals_ = _input_names(program)
     globals_ = {}
     statements = []
     if first is not None:
@@ -545,11 +544,16 @@ def build_call(program, function):
     """A generated ``def program(<inputs>): return function(<inputs>)``:
     the body :func:`build_entry` inlines to call a compiled ``function`` of
     the input arrays."""
-    names = program.value_names
-    inputs = ", ".join(names[len(program.constants) : program.first_operation])
-    global_ = Namespace(reserved=names).create("_compiled")
+    inputs = ", ".join(_input_names(program))
+    global_ = Namespace(reserved=program.value_names).create("_compiled")
     source = f"def program({inputs}):\n    return {global_}({inputs})\n"
     return _define(source, {global_: function}, "program")
+
+
+def _input_names(program):
+    """The value names of the program's input leaves, in order (generated
+    functions take them as parameters)."""
+    return program.value_names[len(program.constants) : program.first_operation]
 
 
 _ABSENT = type("Absent", (), {"__repr__": lambda self: "<no input given>"})()

@@ -122,8 +122,7 @@ _UNITS = {
 def simplify(program):
     """Algebraic simplification: identity layout ops, units of associative
     ops, double negation, composed permutes and transposes, permutes folded
-    into einsums,
-    slices of concatenations and gathers."""
+    into einsums, slices of concatenations and gathers."""
     uses = _use_counts(program)
     simplify_cat, slice_of_gather = cat_simplifier(program)
 
