@@ -4,6 +4,7 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 
 import funsor
 import numpy as np
@@ -233,3 +234,23 @@ def chain_sum_product(factors, T):
             frozenset(),
         )
         return apply_optimizer(expr)
+
+
+def call_in_threads(fn, count):
+    """``fn(k)`` for ``k`` in ``range(count)``, each in a thread of its own,
+    all released together (a barrier); returns the exceptions they raised."""
+    barrier, errors = threading.Barrier(count), []
+
+    def run(k):
+        barrier.wait()
+        try:
+            fn(k)
+        except Exception as error:  # noqa: BLE001 - returned to the caller
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors

@@ -3,7 +3,6 @@ several input signatures, from several threads at once, and bad input, on
 each backend's compilers. Reference: eager funsor on the same arrays."""
 
 import enum
-import threading
 
 import funsor
 import numpy as np
@@ -13,7 +12,7 @@ from funsor.tensor import Tensor
 
 from funsor_lowering import compile_function
 
-from .helpers import assert_matches, data_of, from_numpy
+from .helpers import assert_matches, call_in_threads, data_of, from_numpy
 
 BACKEND = funsor.get_backend()
 DOMAINS = {"a": Reals[3, 3], "x": Reals[3]}
@@ -85,21 +84,14 @@ def test_jit_first_called_from_several_threads(compiler):
     # a fresh program: its first calls race to compile it
     program = compile_function(model, **DOMAINS)
     jitted = program.jit(compiler)
-    results, errors = {}, []
+    results = {}
 
     def worker(seed):
-        try:
-            given = arrays(seed)
-            for _ in range(5):
-                results[seed] = (jitted(**given), eager(model, given))
-        except Exception as error:  # noqa: BLE001 - reported below
-            errors.append(error)
+        given = arrays(seed)
+        for _ in range(5):
+            results[seed] = (jitted(**given), eager(model, given))
 
-    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors = call_in_threads(worker, 4)
     assert not errors, errors
     assert sorted(results) == [0, 1, 2, 3]
     for actual, expected in results.values():

@@ -6,7 +6,6 @@ backend alone, exact nested inputs."""
 import enum
 import linecache
 import pickle
-import threading
 from collections import OrderedDict
 
 import funsor
@@ -20,7 +19,13 @@ from funsor.terms import Variable
 from funsor_lowering import OpProgram, compile_function, compile_funsor
 from funsor_lowering.program import Operation, codegen, runtime
 
-from .helpers import assert_matches, from_numpy, run_in_fresh_process, to_numpy
+from .helpers import (
+    assert_matches,
+    call_in_threads,
+    from_numpy,
+    run_in_fresh_process,
+    to_numpy,
+)
 
 BACKEND = funsor.get_backend()
 
@@ -43,21 +48,12 @@ def test_first_calls_from_eight_threads_return_their_own_results():
             }
             for k in range(8)
         ]
-        barrier = threading.Barrier(8)
         results = [None] * 8
 
-        def call(k, program=program, inputs=inputs, barrier=barrier, results=results):
-            barrier.wait()
-            try:
-                results[k] = program(**inputs[k])
-            except Exception as error:  # noqa: BLE001 (reported below)
-                errors.append(error)
+        def call(k, program=program, inputs=inputs, results=results):
+            results[k] = program(**inputs[k])
 
-        threads = [threading.Thread(target=call, args=(k,)) for k in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        errors += call_in_threads(call, 8)
         for k in range(8):
             arrays = {n: Tensor(v) for n, v in inputs[k].items()}
             expected = to_numpy(expr(**arrays).data)
