@@ -106,3 +106,38 @@ def test_modules_form_no_import_cycle():
 def test_the_cycle_check_finds_cycles():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert find_cycles(graph) == [["a", "b", "c"]]
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch._dynamo is torch's")
+def test_tracing_a_gaussian_recipe_does_not_import_torch_dynamo():
+    """A fresh process's first trace stays light: torch's ``meta`` kernels
+    written in Python import ``torch._dynamo`` (seconds) on first use, so
+    small traced shapes are evaluated on stand-ins instead."""
+    script = "\n".join(
+        [
+            "import sys",
+            "from collections import OrderedDict",
+            "import funsor, torch",
+            "funsor.set_backend('torch')",
+            "from funsor.domains import Bint, Reals",
+            "from funsor.gaussian import Gaussian",
+            "from funsor.recipes import forward_filter_backward_rsample",
+            "from funsor_lowering import trace_function",
+            "def fn(w0, P0, w1, P1):",
+            "    f = {'x0': Gaussian(white_vec=w0, prec_sqrt=P0,"
+            " inputs=OrderedDict(x0=Reals[2])),",
+            "         'x1': Gaussian(white_vec=w1, prec_sqrt=P1,"
+            " inputs=OrderedDict(x0=Reals[2], x1=Reals[2]))}",
+            "    samples, log_prob = forward_filter_backward_rsample(",
+            "        f, frozenset(f), frozenset(), {'particle': Bint[3]})",
+            "    return {k: v.data for k, v in samples.items()}, log_prob.data",
+            "arrays = dict(w0=torch.randn(2), P0=torch.randn(2, 2),",
+            "              w1=torch.randn(4), P1=torch.randn(4, 4))",
+            "program = trace_function(fn, arrays)",
+            "assert program.stats()['by_op'].get('cat'), program.stats()",
+            "assert 'torch._dynamo' not in sys.modules, 'torch._dynamo imported'",
+            "print('ok')",
+        ]
+    )
+    code, output = _run(script)
+    assert code == 0 and output.strip().endswith("ok"), output

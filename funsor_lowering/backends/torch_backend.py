@@ -2,6 +2,7 @@
 ``torch.fx``."""
 
 import functools
+import math
 import statistics
 import time
 import typing
@@ -17,6 +18,10 @@ from ..dtypes import dtype_kind
 from ..extra_ops import categorical_sample
 from ..structure import iter_leaves, map_leaves
 from .base import ArrayBackend, nested_outputs, python_literal, signature_of
+
+# Abstract evaluation runs ops on CPU stand-ins up to this many elements in
+# all (milliseconds of work at most), on ``meta`` tensors above.
+STAND_IN_ELEMENTS = 1 << 22
 
 
 class TorchBackend(ArrayBackend):
@@ -80,9 +85,20 @@ class TorchBackend(ArrayBackend):
     int_dtype = torch.int64
 
     def abstract_eval(self, fn, args, kwargs, draws=False):
-        """On ``meta`` tensors (shapes only, no RNG); on read-only CPU
-        stand-ins where an op (not a random one) has no meta implementation."""
-        from ..tracing.symbolic import SymbolicArray
+        """On small CPU stand-ins (:func:`~.base.stand_in`) where the
+        symbolic arguments are small and the op draws nothing: microseconds
+        where a ``meta`` evaluation takes a millisecond, and the first
+        ``meta`` evaluation of an op that torch implements in Python imports
+        ``torch._dynamo`` (a second or more). Else on ``meta`` tensors
+        (shapes only, no RNG); on stand-ins where an op (not a random one)
+        has no meta implementation."""
+        from ..tracing.symbolic import SymbolicArray, iter_symbolic
+
+        if not draws:
+            size = sum(math.prod(a.shape) for a in iter_symbolic((args, kwargs)))
+            if size <= STAND_IN_ELEMENTS:
+                with torch.no_grad():
+                    return super().abstract_eval(fn, args, kwargs, draws)
 
         def to_meta(value):
             if isinstance(value, SymbolicArray):

@@ -3,10 +3,12 @@ arrays, computed without their values and without touching any RNG.
 
 Each backend evaluates the op on stand-ins of the symbolic arguments
 (:meth:`~funsor_lowering.backends.base.ArrayBackend.abstract_eval`): jax
-under ``jax.eval_shape``, torch on ``meta`` tensors, numpy on read-only
-broadcast arrays whose values keep linear algebra defined
-(:func:`~funsor_lowering.backends.base.stand_in`). Random ops of backends
-whose draws use a global RNG (numpy, torch) have shape rules here instead.
+under ``jax.eval_shape``, numpy (and torch, for arguments up to
+``torch_backend.STAND_IN_ELEMENTS`` elements) on read-only broadcast arrays
+whose values keep linear algebra defined
+(:func:`~funsor_lowering.backends.base.stand_in`), torch on ``meta``
+tensors above that. Random ops of backends whose draws use a global RNG
+(numpy, torch), and ``cat``, have shape rules here instead.
 
 Example::
 
@@ -89,7 +91,9 @@ def _evaluate(op, args, kwargs, backend, call):
     draws = isinstance(op, RANDOM_OP_TYPES)
     rule = _RULES.get(type(op))
     if rule is not None and not backend.keyed:
-        return rule(bind_call(op, args, kwargs).arguments, backend)
+        result = rule(bind_call(op, args, kwargs).arguments, backend)
+        if result is not None:
+            return result
     result = backend.abstract_eval(
         lambda *a, **k: call(op, *a, **k), args, kwargs, draws=draws
     )
@@ -118,9 +122,34 @@ def _categorical_shape(arguments, backend):
     return SymbolicArray(shape, backend.int_dtype)
 
 
-# Random ops evaluated by rule where draws use a global RNG (numpy, torch).
+def _cat_shape(arguments, backend):
+    """Parts of one dtype, joined along ``axis``; ``None`` (evaluate) for
+    anything else. A rule because torch's ``meta`` cat imports
+    ``torch._dynamo`` on its first call: seconds of a process's first trace."""
+    parts, axis = arguments["parts"], arguments["axis"]
+    if not parts or not all(isinstance(p, SymbolicArray) for p in parts):
+        return None
+    first = parts[0]
+    rank = len(first.shape)
+    if rank == 0 or not -rank <= axis < rank:
+        return None
+    axis %= rank
+    shape = list(first.shape)
+    for part in parts[1:]:
+        if part.dtype != first.dtype or len(part.shape) != rank:
+            return None
+        if any(a != b for i, (a, b) in enumerate(zip(part.shape, shape)) if i != axis):
+            return None
+        shape[axis] += part.shape[axis]
+    return SymbolicArray(tuple(shape), first.dtype)
+
+
+# Ops evaluated by rule (numpy, torch): random ops, whose draws use a global
+# RNG there, and ops whose abstract evaluation is slow; a rule's ``None``
+# falls back to evaluation.
 _RULES = {
     ops.RandnOp: _randn_shape,
     RandnWithKeyOp: _randn_shape,
     CategoricalSampleOp: _categorical_shape,
+    ops.CatOp: _cat_shape,
 }
