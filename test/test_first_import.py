@@ -141,3 +141,39 @@ def test_tracing_a_gaussian_recipe_does_not_import_torch_dynamo():
     )
     code, output = _run(script)
     assert code == 0 and output.strip().endswith("ok"), output
+
+
+@pytest.mark.skipif(BACKEND != "numpy", reason="scipy serves the numpy backend")
+def test_scipy_is_imported_only_by_programs_that_need_it():
+    """numpy programs take ``scipy.special``'s ``expit`` and
+    ``scipy.linalg``'s LAPACK wrappers (a third of a second each to import)
+    when they first need them: an HMM never imports scipy, a Cholesky
+    factorization imports ``scipy.linalg`` (where scipy is installed)."""
+    script = "\n".join(
+        [
+            "import sys",
+            "import numpy as np",
+            "import funsor",
+            "funsor.set_backend('numpy')",
+            "from funsor import ops",
+            "from funsor_lowering import trace_function",
+            "from funsor_lowering.backends import numpy_lapack",
+            "def hmm(init, trans):",
+            "    alpha = init",
+            "    for t in range(trans.shape[0]):",
+            "        alpha = ops.logsumexp(alpha[:, None] + trans[t], 0)",
+            "    return ops.logsumexp(alpha, 0)",
+            "init, trans = np.zeros(3), np.random.randn(4, 3, 3)",
+            "program = trace_function(hmm, {'init': init, 'trans': trans})",
+            "assert np.allclose(program(init=init, trans=trans), hmm(init, trans))",
+            "assert 'scipy.special' not in sys.modules, 'scipy.special imported'",
+            "assert 'scipy.linalg' not in sys.modules, 'scipy.linalg imported'",
+            "a = np.eye(3) * 2.0",
+            "program = trace_function(lambda a: ops.cholesky(a), {'a': a})",
+            "assert np.allclose(program(a=a), np.linalg.cholesky(a))",
+            "assert ('scipy.linalg' in sys.modules) == numpy_lapack.AVAILABLE",
+            "print('ok')",
+        ]
+    )
+    code, output = _run(script)
+    assert code == 0 and output.strip().endswith("ok"), output

@@ -1,5 +1,7 @@
 """numpy adapter."""
 
+import functools
+
 import numpy as np
 from funsor import ops
 
@@ -48,9 +50,12 @@ def logsumexp(x, axis=None, keepdims=False):
     return total if keepdims else np.squeeze(total, axis=axis)
 
 
+@functools.cache
 def _sigmoid():
     """``1 / (1 + exp(-x))``: scipy's ``expit`` ufunc where scipy is
-    installed (funsor 0.4.8's version calls ``ops.exp`` through dispatch)."""
+    installed (funsor 0.4.8's version calls ``ops.exp`` through dispatch).
+    Looked up when a program first needs it: ``scipy.special`` takes a third
+    of a second to import."""
     try:
         from scipy.special import expit
     except ImportError:  # scipy is optional
@@ -114,13 +119,17 @@ class NumpyBackend(ArrayBackend):
     fast_implementations = {
         ops.LogsumexpOp: logsumexp,
         ops.LogaddexpOp: np.logaddexp,
-        ops.SigmoidOp: _sigmoid(),
         ops.CholeskyInverseOp: cholesky_inverse,
     }
     if np.lib.NumpyVersion(np.__version__) >= "2.0.0":  # batched linalg.qr
         fast_implementations[ops.QrOp] = qr
     # a copy (numpy scalars become 0-d arrays, as the program's outputs are)
     copy_function, copy_source = staticmethod(np.array), "np.array"
+
+    def fast_implementation(self, op_type, params):
+        if op_type is ops.SigmoidOp:
+            return _sigmoid()
+        return super().fast_implementation(op_type, params)
 
     def fast_call(self, op_type, operands, params, dispatched):
         lapack_call = _lapack_call(op_type, operands, params)

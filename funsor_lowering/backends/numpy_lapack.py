@@ -8,7 +8,9 @@ one matrix (any leading dims of size 1) of ``float32`` or ``float64`` and
 call ``?potrf``, ``?trtrs``, ``?geqrf`` / ``?orgqr`` directly; any other
 dtype falls back to numpy. They raise numpy's ``LinAlgError`` where
 numpy's functions do. Without scipy, :data:`AVAILABLE` is false and the
-numpy backend keeps funsor's implementations.
+numpy backend keeps funsor's implementations. ``scipy.linalg`` (a third of
+a second to import) is imported on first use, so a process whose programs
+factor nothing never pays for it.
 
 Example::
 
@@ -23,28 +25,21 @@ Example::
 """
 
 import functools
+import importlib.util
 
 import numpy as np
 
-try:
-    from scipy.linalg import lapack
-except ImportError:  # scipy is optional
-    lapack = None
-
-AVAILABLE = lapack is not None
+AVAILABLE = importlib.util.find_spec("scipy") is not None  # scipy is optional
 
 
+@functools.cache
 def _routines(name):
     """LAPACK routine ``name`` by numpy dtype char (single, double)."""
-    if lapack is None:
+    if not AVAILABLE:
         return {}
+    from scipy.linalg import lapack
+
     return {"f": getattr(lapack, "s" + name), "d": getattr(lapack, "d" + name)}
-
-
-_POTRF = _routines("potrf")
-_TRTRS = _routines("trtrs")
-_GEQRF = _routines("geqrf")
-_ORGQR = _routines("orgqr")
 
 
 def is_matrices(*arrays):
@@ -64,7 +59,7 @@ def is_single_matrix(*arrays):
 
 def cholesky(x):
     """``np.linalg.cholesky`` of one matrix (lower factor, upper zeros)."""
-    potrf = _POTRF.get(x.dtype.char)
+    potrf = _routines("potrf").get(x.dtype.char)
     if potrf is None:
         return np.linalg.cholesky(x)
     factor, info = potrf(x.reshape(x.shape[-2:]), lower=1, clean=1)
@@ -77,7 +72,7 @@ def triangular_solve(x, y, upper, transpose, shape):
     """funsor's ``ops.triangular_solve(x, y, upper, transpose)`` of a batch
     of right-hand-side matrices ``x`` and one triangular ``y``: ``z`` with
     ``y z = x`` (``yᵀ z = x`` if ``transpose``), of result ``shape``."""
-    trtrs = _TRTRS.get(x.dtype.char)
+    trtrs = _routines("trtrs").get(x.dtype.char)
     if trtrs is None or y.dtype != x.dtype:
         if transpose:
             y = np.swapaxes(y, -2, -1)
@@ -115,12 +110,12 @@ def _strictly_lower(rows, cols):
 
 def qr(x, mode="reduced"):
     """``np.linalg.qr(x, "reduced")`` of one matrix: ``(q, r)``."""
-    geqrf = _GEQRF.get(x.dtype.char)
+    geqrf = _routines("geqrf").get(x.dtype.char)
     if geqrf is None or mode != "reduced":
         return np.linalg.qr(x, mode=mode)
     *batch, m, n = x.shape
     k = min(m, n)
     packed, tau, _, _ = geqrf(x.reshape(m, n))
-    q, _, _ = _ORGQR[x.dtype.char](packed[:, :k], tau)
+    q, _, _ = _routines("orgqr")[x.dtype.char](packed[:, :k], tau)
     r = np.where(_strictly_lower(k, n), packed.dtype.type(0), packed[:k])
     return q.reshape(*batch, m, k), r.reshape(*batch, k, n)
