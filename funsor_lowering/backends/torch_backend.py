@@ -92,10 +92,14 @@ class TorchBackend(ArrayBackend):
         ``torch._dynamo`` (a second or more). Else on ``meta`` tensors
         (shapes only, no RNG); on stand-ins where an op (not a random one)
         has no meta implementation."""
-        from ..tracing.symbolic import SymbolicArray, iter_symbolic
+        from ..tracing.symbolic import SymbolicArray
 
         if not draws:
-            size = sum(math.prod(a.shape) for a in iter_symbolic((args, kwargs)))
+            size = sum(
+                math.prod(a.shape)
+                for a in iter_leaves((args, kwargs))
+                if isinstance(a, SymbolicArray)
+            )
             if size <= STAND_IN_ELEMENTS:
                 with torch.no_grad():
                     return super().abstract_eval(fn, args, kwargs, draws)

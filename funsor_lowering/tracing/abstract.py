@@ -124,8 +124,9 @@ def _categorical_shape(arguments, backend):
 
 def _cat_shape(arguments, backend):
     """Parts of one dtype, joined along ``axis``; ``None`` (evaluate) for
-    anything else. A rule because torch's ``meta`` cat imports
-    ``torch._dynamo`` on its first call: seconds of a process's first trace."""
+    anything else. A rule: no array work at all, and torch's ``meta`` cat
+    (for arguments too large for stand-ins) imports ``torch._dynamo`` on
+    its first call, seconds of a process's first trace."""
     parts, axis = arguments["parts"], arguments["axis"]
     if not parts or not all(isinstance(p, SymbolicArray) for p in parts):
         return None

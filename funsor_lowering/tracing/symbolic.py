@@ -233,18 +233,6 @@ def map_symbolic(fn, value):
     return value
 
 
-def iter_symbolic(value):
-    """The symbolic arrays of ``value`` (nested tuples, lists and dicts)."""
-    if isinstance(value, SymbolicArray):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            yield from iter_symbolic(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from iter_symbolic(v)
-
-
 def has_symbolic(args):
     """Whether ``args`` (a tuple, possibly nested in tuples and lists)
     holds a :class:`SymbolicArray`."""
