@@ -318,6 +318,11 @@ SCALE = (
         "benchmarks.enum_hmm",
         "RESULTS_enum.md",
     ),
+    (
+        "First use in a fresh process",
+        "benchmarks.first_use",
+        "RESULTS_first_use.md",
+    ),
 )
 
 
