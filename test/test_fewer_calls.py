@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from funsor_lowering import compile_funsor
 from funsor_lowering.program import Operation, OpProgram, ValueType
-from funsor_lowering.program.passes import einsums_as_matmuls
+from funsor_lowering.program.passes import einsums_as_matmuls, optimize
 from funsor_lowering.program.vectorize import vectorize
 from funsor_lowering.rules.contraction import (
     ROUNDS_MIN_OPERANDS,
@@ -155,6 +155,61 @@ def test_slices_of_one_array_at_scattered_positions_batch_into_one_gather():
     batched = vectorize(r).program
     assert "getslice" in str(batched) and "gather" not in str(batched)
     assert_matches(batched(x=x), r(x=x))
+
+
+def test_batched_slices_are_laid_out_by_position_so_later_rounds_read_slices():
+    # the members come in scrambled program order (as funsor's sorted
+    # variable names make them); laid out by position they are one strided
+    # slice, and the pairs that read them read strided slices, not gathers
+    t = ValueType((3,), "real")
+    positions = [6, 2, 0, 4, 7, 3, 1, 5]
+    leaves = [Operation(ops.GetsliceOp(index=i), (0,)) for i in positions]
+    slot = {i: 1 + k for k, i in enumerate(positions)}  # position -> value
+    pairs = [Operation(ops.mul, (slot[i], slot[i + 1])) for i in (4, 0, 6, 2)]
+    total = [Operation(ops.add, (9, 10)), Operation(ops.add, (11, 12))]
+    total.append(Operation(ops.add, (13, 14)))
+    p = OpProgram(
+        [], {"x": Reals[8, 3]}, leaves + pairs + total, 15, value_types=[t] * 15
+    )
+    q = vectorize(p).program
+    assert "slice(0, 7, 2)" in str(q) and "slice(1, 8, 2)" in str(q)
+    assert not any(isinstance(o.op, ops.GetitemOp) for o in q.operations[:3])
+    x = backend_randn(8, 3)
+    assert_matches(q(x=x), p(x=x))
+
+
+@pytest.mark.parametrize(
+    "positions, offset, strided",
+    [
+        ([1, 3, 5], 0, True),
+        ([0, 2, 4, 6], 1, True),
+        ([-7, -5], 0, True),  # 1, 3
+        ([2], 0, True),
+        ([4, 1, 7], 0, False),
+        ([3, 2, 1], 0, False),  # counts down
+        ([1, 1], 0, False),
+    ],
+)
+def test_gathers_at_evenly_spaced_constant_positions_run_as_slices(
+    positions, offset, strided
+):
+    shape = (8, 8)
+    index = from_numpy(np.array(positions, np.int64))
+    member = list(shape)
+    member[offset] = len(positions)
+    p = OpProgram(
+        [index],
+        {"x": Reals[shape]},
+        [Operation(ops.GetitemOp(offset=offset), (1, 0)), Operation(ops.exp, (2,))],
+        3,
+        value_types=[ValueType(tuple(member), "real")] * 2,
+    )
+    q = optimize(p)
+    names = [type(o.op).__name__ for o in q.operations]
+    assert ("GetsliceOp" in names) == strided
+    assert ("GetitemOp" in names) != strided
+    x = backend_randn(*shape)
+    assert_matches(q(x=x), np.exp(to_numpy(x)[(slice(None),) * offset + (positions,)]))
 
 
 # -------------------------------------------------------------------- matmuls

@@ -212,16 +212,58 @@ def slice_of_gather(editor, index, gather, value_type, backend):
     if not isinstance(parts[dim], slice):
         return None
     taken = positions[parts[dim]] % source_type.shape[dim]
-    if len(taken) and (np.diff(taken) == 1).all():
-        parts[dim] = slice(int(taken[0]), int(taken[-1]) + 1, 1)
+    strided = as_slice(taken)
+    if strided is not None:
+        parts[dim] = strided
         return editor.emit(getslice_op(tuple(parts)), (source,), False, value_type)
     constant = editor.add_constant(backend.from_numpy(taken.astype(np.int64)))
     return editor.emit(gather.op, (source, constant), False, value_type)
 
 
+def as_slice(positions):
+    """The slice taking ``positions`` (non-negative ints) in order, where
+    they count up evenly, else ``None``.
+
+    >>> as_slice(np.array([3, 5, 7])), as_slice(np.array([3, 4, 6]))
+    (slice(3, 8, 2), None)
+    """
+    if not len(positions):
+        return None
+    steps = np.diff(positions)
+    step = int(steps[0]) if len(steps) else 1
+    if step <= 0 or (steps != step).any():
+        return None
+    return slice(int(positions[0]), int(positions[-1]) + 1, step)
+
+
+def gather_as_slice(editor, gather, args, value_type, backend):
+    """``getitem(x, c)`` for a constant index vector ``c`` that counts up
+    evenly: a strided slice of ``x`` (a view, where a gather copies; under
+    ``jax.jit``, a slice XLA fuses), else ``None``."""
+    source, positions = args
+    constant = editor.constant_value(positions)
+    source_type = editor.value_type(source)
+    if not backend.is_array(constant) or source_type is None:
+        return None
+    positions = np.asarray(backend.to_numpy(constant))
+    dim = gather.defaults["offset"]
+    if positions.ndim != 1 or positions.dtype.kind not in "iu":
+        return None
+    if dim >= len(source_type.shape):
+        return None
+    size = source_type.shape[dim]
+    if not ((-size <= positions) & (positions < size)).all():
+        return None  # out of bounds: the gather raises, as it should
+    strided = as_slice(positions % size)
+    if strided is None:
+        return None
+    index = (slice(None),) * dim + (strided,)
+    return editor.emit(getslice_op(index), (source,), False, value_type)
+
+
 def cat_simplifier(program):
-    """:func:`simplify_cat` and :func:`slice_of_gather` for ``program``'s
-    backend."""
+    """:func:`simplify_cat`, :func:`slice_of_gather` and
+    :func:`gather_as_slice` for ``program``'s backend."""
     backend = array_backend(program.backend)
 
     def simplify(editor, cat, args, value_type):
@@ -230,7 +272,17 @@ def cat_simplifier(program):
     def simplify_slice(editor, index, gather, value_type):
         return slice_of_gather(editor, index, gather, value_type, backend)
 
-    return simplify, simplify_slice
+    def simplify_gather(editor, gather, args, value_type):
+        return gather_as_slice(editor, gather, args, value_type, backend)
+
+    return simplify, simplify_slice, simplify_gather
 
 
-__all__ = ["cat_simplifier", "simplify_cat", "slice_of_cat", "slice_of_gather"]
+__all__ = [
+    "as_slice",
+    "cat_simplifier",
+    "gather_as_slice",
+    "simplify_cat",
+    "slice_of_cat",
+    "slice_of_gather",
+]

@@ -11,7 +11,8 @@ outputs on every input) and whether it changed. They edit programs through
   ``x * 1`` and the other units of associative ops (Python-number units only,
   which cannot change a result's dtype), ``-(-x)``, ``-x * c`` and
   ``-x + c`` (for a number ``c``), ``permute(permute(x))``,
-  ``permute`` s folded into the ``einsum`` s they feed or follow, and
+  ``permute`` s folded into the ``einsum`` s they feed or follow, gathers
+  at evenly spaced constant positions as strided slices, and
   slices and concatenations of slices as fewer operations
   (:mod:`~funsor_lowering.program.cat_slices`);
 - :func:`~funsor_lowering.program.broadcasts.defer_expands`: ``expand`` s
@@ -122,9 +123,10 @@ _UNITS = {
 def simplify(program):
     """Algebraic simplification: identity layout ops, units of associative
     ops, double negation, composed permutes and transposes, permutes folded
-    into einsums, slices of concatenations and gathers."""
+    into einsums, slices of concatenations and gathers, strided
+    gathers as slices."""
     uses = _use_counts(program)
-    simplify_cat, slice_of_gather = cat_simplifier(program)
+    simplify_cat, slice_of_gather, gather_as_slice = cat_simplifier(program)
 
     def rule(editor, operation, args, value_type):
         op = operation.op
@@ -195,6 +197,8 @@ def simplify(program):
             if index is None:
                 return None
             return editor.emit(getslice_op(index), inner.args, False, value_type)
+        if isinstance(op, ops.GetitemOp) and len(args) == 2:
+            return gather_as_slice(editor, op, args, value_type)
         if isinstance(op, ops.NegOp):
             inner = editor.producer(args[0])
             if inner is not None and isinstance(inner.op, ops.NegOp):

@@ -185,6 +185,7 @@ def vectorize(program, min_group=MIN_GROUP):
         batched = set()
         if key is not None and len(buckets[key]) >= min_group:
             for members in _split(program, buckets[key], group_of):
+                members = _layout_order(program, types, members, group_of)
                 if len(members) >= min_group and _batch(
                     editor, program, types, members, group_of, backend, number
                 ):
@@ -264,6 +265,24 @@ def _split(program, members, group_of):
         or _leading_index(program.operations[m[0] - program.first_operation])
         is not None
     ]
+
+
+def _layout_order(program, types, members, group_of):
+    """Members in the order their batched value lays them out: slices
+    ``x[i]`` by ``i``, other operations by the positions of what they read
+    in earlier groups (program order breaks ties). Members are independent,
+    so any order is correct; this one lets a chain's next round read its
+    neighbours as strided slices rather than gathers."""
+    first = program.first_operation
+
+    def key(value):
+        operation = program.operations[value - first]
+        i = _leading_index(operation)
+        if i is not None:
+            return (i % types[operation.args[0]].shape[0],)
+        return tuple(group_of[a][1] if a in group_of else -1 for a in operation.args)
+
+    return sorted(members, key=key)
 
 
 def _source(program, arg, group_of):
