@@ -212,6 +212,57 @@ def test_gathers_at_evenly_spaced_constant_positions_run_as_slices(
     assert_matches(q(x=x), np.exp(to_numpy(x)[(slice(None),) * offset + (positions,)]))
 
 
+@pytest.mark.parametrize(
+    "index, expected_ops",
+    [
+        ((slice(1, 4, 2), slice(None), None), ["GetsliceOp"]),  # [0, 6], new axis
+        ((2, slice(None), None), ["GetsliceOp"]),  # one member, new axis
+        ((slice(1, 4),), ["GetsliceOp"]),  # [0, 3, 6]
+        ((slice(0, 3),), ["GetitemOp"]),  # [5, 0, 3]: a gather still
+        ((slice(0, 3), None), ["GetitemOp", "GetsliceOp"]),
+    ],
+)
+def test_slices_and_members_of_a_gather_index_its_source(index, expected_ops):
+    # x[c][index] for a constant c: x indexed once, where that is basic
+    positions = [5, 0, 3, 6]
+    c = from_numpy(np.array(positions, np.int64))
+    x = backend_randn(8, 2)
+    expected = to_numpy(x)[positions][index]
+    p = OpProgram(
+        [c],
+        {"x": Reals[8, 2]},
+        [
+            Operation(ops.GetitemOp(offset=0), (1, 0)),
+            Operation(ops.GetsliceOp(index=index), (2,)),
+        ],
+        3,
+        value_types=[ValueType((4, 2), "real"), ValueType(expected.shape, "real")],
+    )
+    q = optimize(p)
+    assert sorted(type(o.op).__name__ for o in q.operations) == expected_ops
+    assert_matches(q(x=x), expected)
+
+
+def test_a_member_taken_out_of_a_gather_is_the_source_at_its_position():
+    positions = [5, 0, 3, 1]
+    c = from_numpy(np.array(positions, np.int64))
+    x = backend_randn(6, 2)
+    p = OpProgram(
+        [c, 2],
+        {"x": Reals[6, 2]},
+        [
+            Operation(ops.GetitemOp(offset=0), (2, 0)),
+            Operation(ops.GetitemOp(offset=0), (3, 1)),
+        ],
+        4,
+        value_types=[ValueType((4, 2), "real"), ValueType((2,), "real")],
+    )
+    q = optimize(p)
+    assert [type(o.op).__name__ for o in q.operations] == ["GetsliceOp"]
+    assert q.operations[0].op.defaults["index"][0] == 3
+    assert_matches(q(x=x), to_numpy(x)[3])
+
+
 # -------------------------------------------------------------------- matmuls
 EINSUMS = [
     ("...ij,...jk->...ik", (5, 2, 3), (5, 3, 4)),
@@ -352,6 +403,37 @@ def test_jax_layout_specializations_equal_jax_numpy(data):
     np.testing.assert_array_equal(
         specialize(ops.CatOp, (parts,), (-1,))(parts), jnp.concatenate(parts, -1)
     )
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax's jitted kernels")
+@pytest.mark.parametrize(
+    "x_shape, y_shape",
+    [((3, 2), (3, 3)), ((4, 3, 2), (4, 3, 3)), ((4, 2, 3, 2), (4, 1, 3, 3))],
+)
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_jax_linear_algebra_runs_as_one_kernel_equal_to_funsors(
+    x_shape, y_shape, upper, transpose
+):
+    from funsor_lowering.backends import array_backend
+    from funsor_lowering.program.codegen import resolve
+
+    def kernel(op, operands):
+        impl, extra, kwargs = resolve(op, operands, array_backend("jax"))
+        assert type(impl).__name__ == "PjitFunction"  # one jitted call
+        return impl(*operands, *extra, **kwargs)
+
+    rng = np.random.RandomState(0)
+    x = from_numpy(rng.randn(*x_shape).astype(np.float32))
+    tri = np.tril(rng.randn(*y_shape)) + 3 * np.eye(y_shape[-1])
+    y = from_numpy((np.swapaxes(tri, -1, -2) if upper else tri).astype(np.float32))
+    op = ops.TriangularSolveOp(upper=upper, transpose=transpose)
+    np.testing.assert_array_equal(kernel(op, [x, y]), op(x, y))
+    square = from_numpy(tri.astype(np.float32))
+    for op in (ops.TriangularInvOp(upper=False), ops.CholeskyInverseOp()):
+        np.testing.assert_allclose(
+            kernel(op, [square]), op(square), rtol=1e-6, atol=1e-6
+        )
 
 
 def test_programs_make_no_more_backend_calls_than_operations():

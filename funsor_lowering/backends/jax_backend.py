@@ -23,7 +23,7 @@ from ..extra_ops import (  # noqa: E402
 )
 from ..structure import iter_leaves  # noqa: E402
 from .base import ArrayBackend, nested_outputs  # noqa: E402
-from .jax_primitives import specialize  # noqa: E402
+from .jax_primitives import composed_kernel, specialize  # noqa: E402
 from .numpy_backend import numpy_literal  # noqa: E402
 
 
@@ -60,10 +60,14 @@ class JaxBackend(ArrayBackend):
 
     def fast_call(self, op_type, operands, params, dispatched):
         # jax.numpy's argument handling costs more than the work on small
-        # arrays: layout ops become jax.lax primitives (jax_primitives)
+        # arrays: layout ops become jax.lax primitives, and funsor's
+        # compositions of jax.numpy calls jitted kernels (jax_primitives)
         specialized = specialize(op_type, operands, params)
         if specialized is not None:
             return specialized, (), {}
+        kernel = composed_kernel(op_type, tuple(params), dispatched)
+        if kernel is not None:
+            return kernel, (), {}
         return super().fast_call(op_type, operands, params, dispatched)
 
     keyed = True

@@ -7,8 +7,9 @@ program's shapes are fixed, so its layout ops are specialized once, at
 resolution, into the one or two ``jax.lax`` primitives they are
 (:func:`specialize`); ops that are compositions of primitives run as a
 kernel ``jax.jit`` compiles once per op, parameters and shapes
-(``logsumexp``, and the key splits and normal draws of a keyed program,
-which are functions of their key).
+(``logsumexp``, funsor's triangular solves and the like, which it writes
+as several ``jax.numpy`` calls, and the key splits and normal draws of a
+keyed program, which are functions of their key).
 
 Example::
 
@@ -188,6 +189,34 @@ def _randn_with_key(operands, shape=()):
         return draw(key)
 
     return randn_with_key
+
+
+# funsor's jax implementations that are several jax.numpy calls (each with
+# its eager argument handling; a triangular solve takes ~190 us so, a
+# jitted kernel ~14 us): run as one kernel jax.jit compiles once per op,
+# parameters and shapes.
+COMPOSED = (
+    ops.TriangularSolveOp,
+    ops.TriangularInvOp,
+    ops.CholeskySolveOp,
+    ops.CholeskyInverseOp,
+)
+
+
+def composed_kernel(op_type, params, dispatched):
+    """funsor's implementation ``dispatched`` of ``op_type(*params)`` as one
+    jitted kernel of its operands (what it computes, in one call), or
+    ``None`` for other ops or unhashable parameters."""
+    if not issubclass(op_type, COMPOSED):
+        return None
+    try:
+        hash(params)
+    except TypeError:
+        return None
+    return _compiled(
+        (op_type.__name__, dispatched, params),
+        lambda *operands: dispatched(*operands, *params),
+    )
 
 
 def _compiled(key, function):

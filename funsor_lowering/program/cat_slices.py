@@ -188,8 +188,8 @@ def slice_of_cat(editor, index, cat, value_type):
 def slice_of_gather(editor, index, gather, value_type, backend):
     """``getitem(x, c)[index]`` (``gather``: the getitem, ``c`` a constant
     index vector) where ``index`` slices only the gathered dim: one
-    ``getitem`` with ``c`` sliced, or a slice of ``x`` where that is a
-    range; else ``None``."""
+    ``getitem`` with ``c`` sliced, or a slice of ``x`` (new axes kept)
+    where that counts up evenly or takes one member; else ``None``."""
     if not isinstance(gather.op, ops.GetitemOp) or value_type is None:
         return None
     source, positions = gather.args
@@ -204,18 +204,33 @@ def slice_of_gather(editor, index, gather, value_type, backend):
         return None
     shape[dim] = len(positions)
     parts = expand_index(index, len(shape))
-    if parts is None or len(parts) != len(shape):
+    if parts is None:
         return None
-    others = [k for k in range(len(shape)) if k != dim]
-    if not all(is_whole(parts[k], shape[k]) for k in others):
+    axes = [k for k, part in enumerate(parts) if part is not None]  # of x
+    if len(axes) != len(shape):
         return None
-    if not isinstance(parts[dim], slice):
+    if not all(
+        is_whole(parts[a], n) for k, (a, n) in enumerate(zip(axes, shape)) if k != dim
+    ):
         return None
-    taken = positions[parts[dim]] % source_type.shape[dim]
+    part = parts[axes[dim]]
+    if is_int(part):  # one member: x at its position
+        size = source_type.shape[dim]
+        if not -len(positions) <= part < len(positions):
+            return None
+        if not -size <= positions[part] < size:
+            return None  # out of bounds: the gather raises, as it should
+        parts[axes[dim]] = int(positions[part]) % size
+        return editor.emit(getslice_op(tuple(parts)), (source,), False, value_type)
+    if not isinstance(part, slice):
+        return None
+    taken = positions[part] % source_type.shape[dim]
     strided = as_slice(taken)
     if strided is not None:
-        parts[dim] = strided
+        parts[axes[dim]] = strided
         return editor.emit(getslice_op(tuple(parts)), (source,), False, value_type)
+    if len(parts) != len(shape):  # new axes: a gather and a reshape, as now
+        return None
     constant = editor.add_constant(backend.from_numpy(taken.astype(np.int64)))
     return editor.emit(gather.op, (source, constant), False, value_type)
 
@@ -239,19 +254,24 @@ def as_slice(positions):
 def gather_as_slice(editor, gather, args, value_type, backend):
     """``getitem(x, c)`` for a constant index vector ``c`` that counts up
     evenly: a strided slice of ``x`` (a view, where a gather copies; under
-    ``jax.jit``, a slice XLA fuses), else ``None``."""
+    ``jax.jit``, a slice XLA fuses); ``getitem(x, k)`` for an int ``k``:
+    the basic index ``x[..., k]`` (that composes with the slices and
+    gathers it reads); else ``None``."""
     source, positions = args
     constant = editor.constant_value(positions)
     source_type = editor.value_type(source)
-    if not backend.is_array(constant) or source_type is None:
-        return None
-    positions = np.asarray(backend.to_numpy(constant))
     dim = gather.defaults["offset"]
-    if positions.ndim != 1 or positions.dtype.kind not in "iu":
-        return None
-    if dim >= len(source_type.shape):
+    if source_type is None or dim >= len(source_type.shape):
         return None
     size = source_type.shape[dim]
+    if is_int(constant) and -size <= constant < size:
+        index = (slice(None),) * dim + (constant % size,)
+        return editor.emit(getslice_op(index), (source,), False, value_type)
+    if not backend.is_array(constant):
+        return None
+    positions = np.asarray(backend.to_numpy(constant))
+    if positions.ndim != 1 or positions.dtype.kind not in "iu":
+        return None
     if not ((-size <= positions) & (positions < size)).all():
         return None  # out of bounds: the gather raises, as it should
     strided = as_slice(positions % size)
