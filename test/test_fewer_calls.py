@@ -436,6 +436,34 @@ def test_jax_linear_algebra_runs_as_one_kernel_equal_to_funsors(
         )
 
 
+@pytest.mark.skipif(BACKEND != "jax", reason="jax's tiered kernels")
+def test_jax_programs_called_often_run_jitted_ops_with_equal_results():
+    from funsor_lowering.backends.jax_tiering import _TIERED, HOT_CALLS, Tiered
+
+    T, S = 20, 3
+    shapes = {"init": (S,), "trans": (T, S, S), "emit": (T, S)}
+    variables = {k: Variable(k, Reals[s]) for k, s in shapes.items()}
+    term = hmm_term(T, S, variables, True) * 0.5 + 1.0  # number operands
+    program = compile_funsor(term)
+    arrays = {k: backend_randn(*s) for k, s in shapes.items()}
+    expected = hmm_term(T, S, {k: Tensor(v) for k, v in arrays.items()}, True)
+    with funsor.interpretations.eager:
+        expected = funsor.interpreter.reinterpret(expected).data * 0.5 + 1.0
+    before = {id(k): k.calls for k in _TIERED.values()}
+    results = [program(**arrays)]  # kernels this program calls count it
+    kernels = [
+        k
+        for k in _TIERED.values()
+        if k.jitted is None and k.calls > before.get(id(k), 0)
+    ]
+    results += [program(**arrays) for _ in range(HOT_CALLS + 1)]
+    assert kernels and all(k.jitted is not None for k in kernels)  # now jitted
+    assert all(isinstance(k, Tiered) for k in kernels)
+    assert_matches(results[0], expected, rtol=1e-4, atol=1e-4)
+    for result in results[1:]:  # eager calls and jitted ones agree exactly
+        np.testing.assert_array_equal(to_numpy(result), to_numpy(results[0]))
+
+
 def test_programs_make_no_more_backend_calls_than_operations():
     """The counted backend calls of a batched HMM program: about one per
     operation (numpy's large logsumexp makes a few), and fewer than a

@@ -24,6 +24,7 @@ OPTIONAL = {
     "funsor_lowering.backends.torch_backend": ("torch",),
     "funsor_lowering.backends.jax_backend": ("jax",),
     "funsor_lowering.backends.jax_primitives": ("jax",),
+    "funsor_lowering.backends.jax_tiering": ("jax",),
     "funsor_lowering.pyro": ("torch", "pyro"),
 }
 

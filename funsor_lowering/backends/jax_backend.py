@@ -24,6 +24,7 @@ from ..extra_ops import (  # noqa: E402
 from ..structure import iter_leaves  # noqa: E402
 from .base import ArrayBackend, nested_outputs  # noqa: E402
 from .jax_primitives import composed_kernel, specialize  # noqa: E402
+from .jax_tiering import tiered  # noqa: E402
 from .numpy_backend import numpy_literal  # noqa: E402
 
 
@@ -61,13 +62,26 @@ class JaxBackend(ArrayBackend):
     def fast_call(self, op_type, operands, params, dispatched):
         # jax.numpy's argument handling costs more than the work on small
         # arrays: layout ops become jax.lax primitives, and funsor's
-        # compositions of jax.numpy calls jitted kernels (jax_primitives)
+        # compositions of jax.numpy calls jitted kernels (jax_primitives);
+        # the other ops are jitted once called often (jax_tiering)
+        params = tuple(params)
         specialized = specialize(op_type, operands, params)
         if specialized is not None:
-            return specialized, (), {}
-        kernel = composed_kernel(op_type, tuple(params), dispatched)
+            if isinstance(specialized, jax.stages.Wrapped):  # jitted already
+                return specialized, (), {}
+            hot = tiered(op_type, operands, params, specialized, "jax.lax")
+            return (specialized if hot is None else hot), (), {}
+        kernel = composed_kernel(op_type, params, dispatched)
         if kernel is not None:
             return kernel, (), {}
+        implementation = self.fast_implementation(op_type, params) or dispatched
+
+        def function(*operands):
+            return implementation(*operands, *params)
+
+        hot = tiered(op_type, operands, params, function, implementation)
+        if hot is not None:
+            return hot, (), {}
         return super().fast_call(op_type, operands, params, dispatched)
 
     keyed = True
