@@ -9,6 +9,12 @@ Example::
     (10, [20], {'a': 30})
 """
 
+import numbers
+
+import numpy as np
+
+_BY_VALUE = (numbers.Number, str, slice, np.dtype)
+
 
 def iter_paths(structure, path=()):
     """``(path, leaf)`` pairs of a nesting of tuples, lists and dicts."""
@@ -41,6 +47,26 @@ def map_leaves(fn, structure):
     if isinstance(structure, dict):
         return {key: map_leaves(fn, item) for key, item in structure.items()}
     return fn(structure)
+
+
+def call_signature(value, is_array):
+    """A hashable description of a call argument, for caches keyed by what
+    a call computes: arrays (``is_array``) by shape and dtype, numbers,
+    strings, dtypes, ``None``, ``...`` and slices by value, tuples and lists
+    of them; ``TypeError`` for anything else.
+
+    >>> call_signature((2.0, slice(1, None), None), lambda x: False)
+    ('tuple', ('float', '2.0'), ('slice', 'slice(1, None, None)'), ('NoneType', 'None'))
+    """
+    if is_array(value):
+        return ("array", tuple(value.shape), str(value.dtype))
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__,) + tuple(
+            call_signature(v, is_array) for v in value
+        )
+    if value is None or value is Ellipsis or isinstance(value, _BY_VALUE):
+        return (type(value).__name__, repr(value))
+    raise TypeError(type(value))
 
 
 def path_suffix(path):

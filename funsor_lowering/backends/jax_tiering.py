@@ -34,6 +34,7 @@ import numpy as np  # noqa: E402
 from funsor import ops  # noqa: E402
 
 from ..extra_ops import RANDOM_OP_TYPES, RandnWithKeyOp  # noqa: E402
+from ..structure import call_signature  # noqa: E402
 
 # Calls after which an op is compiled: about a kernel's compile time over
 # what it saves a call (~4 ms / 20-40 us).
@@ -70,11 +71,10 @@ def tiered(op_type, operands, params, function, implementation):
         return None
     if issubclass(op_type, RANDOM_OP_TYPES) and op_type is not RandnWithKeyOp:
         return None
-    signature = tuple(map(_signature, operands))
-    params_key = _plain(params)
-    if None in signature or params_key is None:
+    key = _key(operands, params)
+    if key is None:
         return None
-    key = (op_type, implementation, params_key, signature)
+    key = (op_type, implementation, *key)
     kernel = _TIERED.get(key)
     if kernel is None:
         static = tuple(i for i, x in enumerate(operands) if _is_number(x))
@@ -86,37 +86,32 @@ def _is_number(value):
     return isinstance(value, numbers.Number)
 
 
-def _signature(operand):
-    """What a kernel is compiled for: an array's shape and dtype, a tuple of
-    arrays' (packed operands), a Python number's value (static); ``None``
-    for anything else."""
-    if isinstance(operand, (jax.Array, np.ndarray)):
-        return ("array", tuple(operand.shape), str(operand.dtype))
-    if _is_number(operand):
-        return ("number", type(operand), operand)
-    if isinstance(operand, tuple):
-        parts = tuple(map(_signature, operand))
-        if None in parts or any(p[0] != "array" for p in parts):
-            return None
-        return ("tuple", parts)
-    return None
+def _is_array(value):
+    return isinstance(value, (jax.Array, np.ndarray))
 
 
-def _plain(value):
-    """A hashable stand-in for a parameter made of numbers, strings, dtypes,
-    ``None``, ``...``, slices, tuples and lists; else ``None`` (an array
-    parameter would be baked into the kernel)."""
-    if value is None or value is Ellipsis:
-        return (type(value),)
-    if isinstance(value, (numbers.Number, str, np.dtype)):
-        return (type(value), value)
-    if isinstance(value, slice):
-        parts = [_plain(p) for p in (value.start, value.stop, value.step)]
-        return None if None in parts else (slice, *parts)
-    if isinstance(value, (tuple, list)):
-        parts = [_plain(p) for p in value]
-        return None if None in parts else (type(value), *parts)
-    return None
+def _is_plain_operand(value):
+    if isinstance(value, tuple):  # packed: a number in it could not be static
+        return all(map(_is_array, value))
+    return _is_array(value) or _is_number(value)
+
+
+def _key(operands, params):
+    """What a kernel is compiled for (operands' shapes and dtypes, Python
+    numbers' values: static) and with, or ``None`` where an operand is no
+    array, number or tuple of arrays (packed), or a parameter no plain
+    value (an array parameter would be baked into the kernel)."""
+    if not all(map(_is_plain_operand, operands)):
+        return None
+    try:
+        key = (
+            call_signature(tuple(operands), _is_array),
+            call_signature(tuple(params), lambda _: False),
+        )
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 __all__ = ["HOT_CALLS", "Tiered", "tiered"]

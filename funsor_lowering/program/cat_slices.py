@@ -193,14 +193,13 @@ def slice_of_gather(editor, index, gather, value_type, backend):
     if not isinstance(gather.op, ops.GetitemOp) or value_type is None:
         return None
     source, positions = gather.args
-    constant = editor.constant_value(positions)
+    positions = _index_vector(editor, positions, backend)
     source_type = editor.value_type(source)
-    if not backend.is_array(constant) or source_type is None:
+    if positions is None or source_type is None:
         return None
-    positions = np.asarray(backend.to_numpy(constant))
     dim = gather.op.defaults["offset"]
     shape = list(source_type.shape)
-    if positions.ndim != 1 or positions.dtype.kind not in "iu" or dim >= len(shape):
+    if dim >= len(shape):
         return None
     shape[dim] = len(positions)
     parts = expand_index(index, len(shape))
@@ -267,10 +266,8 @@ def gather_as_slice(editor, gather, args, value_type, backend):
     if is_int(constant) and -size <= constant < size:
         index = (slice(None),) * dim + (constant % size,)
         return editor.emit(getslice_op(index), (source,), False, value_type)
-    if not backend.is_array(constant):
-        return None
-    positions = np.asarray(backend.to_numpy(constant))
-    if positions.ndim != 1 or positions.dtype.kind not in "iu":
+    positions = _index_vector(editor, positions, backend)
+    if positions is None:
         return None
     if not ((-size <= positions) & (positions < size)).all():
         return None  # out of bounds: the gather raises, as it should
@@ -279,6 +276,17 @@ def gather_as_slice(editor, gather, args, value_type, backend):
         return None
     index = (slice(None),) * dim + (strided,)
     return editor.emit(getslice_op(index), (source,), False, value_type)
+
+
+def _index_vector(editor, ref, backend):
+    """The value of constant ``ref`` as a numpy vector of ints, else ``None``."""
+    constant = editor.constant_value(ref)
+    if not backend.is_array(constant):
+        return None
+    positions = np.asarray(backend.to_numpy(constant))
+    if positions.ndim != 1 or positions.dtype.kind not in "iu":
+        return None
+    return positions
 
 
 def cat_simplifier(program):

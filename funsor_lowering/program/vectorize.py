@@ -73,6 +73,7 @@ from funsor import ops
 from ..backends import array_backend
 from ..extra_ops import RANDOM_OP_TYPES, getslice_op
 from ..structure import map_leaves
+from .cat_slices import as_slice
 from .editor import Editor, PassResult
 from .ir import ValueType
 
@@ -250,6 +251,12 @@ def _leading_index(operation):
     return None
 
 
+def _leading_position(operation, types):
+    """:func:`_leading_index` counted from the front of the sliced axis."""
+    i = _leading_index(operation)
+    return None if i is None else i % types[operation.args[0]].shape[0]
+
+
 def _split(program, members, group_of):
     """Split a bucket by what each argument position reads: one shared
     value, constants to stack, or members of one batched group."""
@@ -277,9 +284,9 @@ def _layout_order(program, types, members, group_of):
 
     def key(value):
         operation = program.operations[value - first]
-        i = _leading_index(operation)
-        if i is not None:
-            return (i % types[operation.args[0]].shape[0],)
+        position = _leading_position(operation, types)
+        if position is not None:
+            return (position,)
         return tuple(group_of[a][1] if a in group_of else -1 for a in operation.args)
 
     return sorted(members, key=key)
@@ -349,14 +356,13 @@ def _batch_leading_index(editor, program, members, types, backend):
     first = program.first_operation
     operations = [program.operations[v - first] for v in members]
     (source,) = operations[0].args
-    size = types[source].shape[0]
-    index = [_leading_index(o) % size for o in operations]
+    index = [_leading_position(o, types) for o in operations]
     rest = _index_tuple(operations[0].op)[1:]
     member = types[members[0]]
     value_type = ValueType((len(members),) + member.shape, member.kind)
-    step = index[1] - index[0]
-    if step > 0 and index == list(range(index[0], index[-1] + 1, step)):
-        op = getslice_op((slice(index[0], index[-1] + 1, step),) + rest)
+    strided = as_slice(np.array(index))
+    if strided is not None:
+        op = getslice_op((strided,) + rest)
         return editor.emit(op, (editor.remap[source],), False, value_type)
     positions = editor.add_constant(backend.from_numpy(np.array(index, np.int64)))
     gathered_type = ValueType((len(members),) + types[source].shape[1:], member.kind)
@@ -380,10 +386,9 @@ def _gather(editor, column, group_of, member_type, backend):
     value_type = ValueType((n,) + member_type.shape, member_type.kind)
     if index == list(range(len(group.members))):
         return group.ref
-    step = index[1] - index[0] if n > 1 else 1
-    if step > 0 and index == list(range(index[0], index[0] + step * n, step)):
-        stop = index[-1] + 1
-        op = getslice_op((slice(index[0], stop, step),))
+    strided = as_slice(np.array(index))
+    if strided is not None:
+        op = getslice_op((strided,))
         return editor.emit(op, (group.ref,), False, value_type)
     positions = editor.add_constant(backend.from_numpy(np.array(index, np.int64)))
     return editor.emit(

@@ -26,6 +26,7 @@ from funsor import ops
 
 from ..extra_ops import RANDOM_OP_TYPES, CategoricalSampleOp, RandnWithKeyOp
 from ..program.codegen import bind_call
+from ..structure import call_signature
 from .symbolic import SymbolicArray
 
 
@@ -61,24 +62,18 @@ _CACHE_SIZE = 1 << 14
 def _cache_key(op, args, kwargs, backend):
     """A hashable key of everything the result's shape and dtype depend on,
     or ``None`` (an argument that is no array, number or tuple of them)."""
+
+    def is_array(value):
+        return isinstance(value, SymbolicArray) or backend.is_array(value)
+
     try:
-        signature = tuple(_signature(a, backend) for a in args)
-        signature += tuple((k, _signature(v, backend)) for k, v in kwargs.items())
+        signature = tuple(call_signature(a, is_array) for a in args)
+        signature += tuple((k, call_signature(v, is_array)) for k, v in kwargs.items())
         key = (op, backend.name, signature)
         hash(key)
     except TypeError:
         return None
     return key
-
-
-def _signature(value, backend):
-    if isinstance(value, SymbolicArray) or backend.is_array(value):
-        return ("array", tuple(value.shape), str(value.dtype))
-    if isinstance(value, (tuple, list)):
-        return (type(value).__name__,) + tuple(_signature(v, backend) for v in value)
-    if value is None or isinstance(value, (bool, int, float, str, slice)):
-        return (type(value).__name__, repr(value))
-    raise TypeError(type(value))
 
 
 def _types_of(result):
