@@ -134,6 +134,24 @@ def test_jit_names_bad_input_before_and_after_compiling(
         jitted(*arrays(0).values())
 
 
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.jit traces once per signature")
+def test_jax_jit_checks_inputs_as_it_traces_a_signature_only():
+    program = compile_function(single, **DOMAINS)
+    checked = []
+    check = program.validate_leaves
+    program.validate_leaves = lambda leaves: checked.append(1) or check(leaves)
+    jitted = program.jit()
+    for seed in range(3):
+        given = arrays(seed)
+        assert_matches(jitted(**given), eager(single, given), rtol=1e-4, atol=1e-5)
+    assert checked == [1]  # later calls go straight to jax's compiled code
+    given = arrays(0)
+    given["x"] = given["a"]  # a new signature: traced, so checked
+    with pytest.raises(ValueError, match=r"input 'x': expected shape \(3,\)"):
+        jitted(**given)
+    assert len(checked) == 2
+
+
 @pytest.mark.skipif(BACKEND != "torch", reason="torch's choice of compilers")
 # a budget spent by the first round stops there; else every round runs
 @pytest.mark.parametrize("budget, rounds", [(0.0, 1), (float("inf"), 3)])

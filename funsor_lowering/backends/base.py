@@ -186,6 +186,22 @@ class ArrayBackend:
         return {}
 
 
+class SelfCheckingJit:
+    """The compiler :meth:`ArrayBackend.jit` returns where one compiled
+    ``function`` serves every input signature, tracing each new one and
+    checking its operands while tracing (``jax.jit`` of a function that
+    calls :meth:`~funsor_lowering.OpProgram.validate_leaves`): a call
+    needs no checks of its own, so the program's jit entry calls
+    ``function`` directly. ``signatures()`` counts the signatures traced."""
+
+    def __init__(self, function, signatures):
+        self.function = function
+        self.signatures = signatures
+
+    def __call__(self, leaves):
+        return self.function
+
+
 def nested_outputs(program, flat):
     """``flat`` (a function returning the program's output arrays as one
     flat tuple) returning the program's output nesting instead."""

@@ -22,7 +22,7 @@ from ..extra_ops import (  # noqa: E402
     split_key,
 )
 from ..structure import iter_leaves  # noqa: E402
-from .base import ArrayBackend, nested_outputs  # noqa: E402
+from .base import ArrayBackend, SelfCheckingJit, nested_outputs  # noqa: E402
 from .jax_primitives import composed_kernel, specialize  # noqa: E402
 from .jax_tiering import tiered  # noqa: E402
 from .numpy_backend import numpy_literal  # noqa: E402
@@ -118,17 +118,21 @@ class JaxBackend(ArrayBackend):
     def jit(self, program, compiler=None):
         if compiler is not None:
             super().jit(program, compiler)  # raises: jax has one jit
+
+        # jax.jit traces once per input signature; tracing checks the
+        # operands (errors name the input), so calls need no checks
+        def run(*leaves):
+            return program.run_leaves(program.validate_leaves(leaves))
+
         if _has_dict(program.output):
             # outputs leave the jitted function as a flat tuple, nested again
             # outside (jax sorts dict keys, which fails for keys of mixed
             # types such as IntEnum and str, and reorders the others)
-            function = nested_outputs(
-                program,
-                jax.jit(lambda *leaves: tuple(iter_leaves(program.run_leaves(leaves)))),
-            )
+            jitted = jax.jit(lambda *leaves: tuple(iter_leaves(run(*leaves))))
+            function = nested_outputs(program, jitted)
         else:
-            function = jax.jit(lambda *leaves: program.run_leaves(leaves))
-        return lambda leaves: function  # jax.jit compiles per signature itself
+            jitted = function = jax.jit(run)
+        return SelfCheckingJit(function, jitted._cache_size)
 
     def tracing_hooks(self):
         # funsor's MonteCarlo splits its key with jax.random.split, outside

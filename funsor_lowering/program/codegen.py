@@ -540,6 +540,46 @@ def build_entry(program, table, slow, first=None):
     return globals_["signature"], entry
 
 
+def build_direct_entry(program, function, slow, validate):
+    """``entry(*args, **kwargs)``, generated, calling ``function`` (which
+    checks each new input signature itself: :class:`SelfCheckingJit`) on the
+    inputs given as keywords, with no checks of its own; or ``None`` where
+    the inputs are not plain keyword parameters (nested inputs). Any other
+    call goes to ``slow``; where ``function`` rejects an argument's type
+    before tracing (``TypeError``), ``validate(kwargs)`` names the input."""
+    locals_ = _input_names(program)
+    if not _keyword_parameters(program, locals_):
+        return None
+    namespace = Namespace(reserved=list(locals_) + list(ENTRY_NAMES))
+    names = {k: namespace.create(k) for k in ("_compiled", "_absent", "_validate")}
+    globals_ = {
+        names["_compiled"]: function,
+        names["_absent"]: _ABSENT,
+        names["_validate"]: validate,
+        "slow": slow,
+    }
+    absent = names["_absent"]
+    params = "".join(f"{local}={absent}, " for local in locals_)
+    given = ", ".join(f"({local!r}, {local})" for local in locals_)
+    present = " and ".join(f"{local} is not {absent}" for local in locals_)
+    arguments = ", ".join(locals_)
+    keywords = ", ".join(f"{local!r}: {local}" for local in locals_)
+    source = "\n".join(
+        [
+            f"def program(*args, {params}**kwargs):",
+            f"    if not args and not kwargs and {present}:",
+            "        try:",
+            f"            return {names['_compiled']}({arguments})",
+            "        except TypeError:",
+            f"            {names['_validate']}({{{keywords}}})",
+            "            raise",
+            f"    kwargs.update((k, v) for k, v in ({given},) if v is not {absent})",
+            "    return slow(*args, **kwargs)",
+        ]
+    )
+    return _define(source, globals_, "program")
+
+
 def build_call(program, function):
     """A generated ``def program(<inputs>): return function(<inputs>)``:
     the body :func:`build_entry` inlines to call a compiled ``function`` of

@@ -376,12 +376,21 @@ class OpProgram:
             )
         for name, spec in self.input_types.items():
             check_nesting(name, spec, kwargs[name])
-        backend = self._array_backend
         values = []
-        for name, path, expected in self._input_leaves:
+        for name, path, _ in self._input_leaves:
             value = kwargs[name]
             for key in path:
                 value = lookup(value, key, name, path)
+            values.append(value)
+        return self.validate_leaves(values)
+
+    def validate_leaves(self, leaves):
+        """Input arrays ``leaves`` (in order, as :meth:`validate` returns
+        them) checked for array type, shape and dtype: a compiler tracing
+        the program for a new input signature checks its operands with this
+        (``jax.jit``)."""
+        backend = self._array_backend
+        for (name, path, expected), value in zip(self._input_leaves, leaves):
             label = repr(name) + path_suffix(path)
             if not backend.is_array(value):
                 raise TypeError(
@@ -400,8 +409,7 @@ class OpProgram:
                     f"input {label}: expected a {expected.kind} array "
                     f"({expected}), got dtype {value.dtype}"
                 )
-            values.append(value)
-        return values
+        return leaves
 
     # ------------------------------------------------------------ jit, export
     def jit(self, compiler=None):
@@ -414,9 +422,15 @@ class OpProgram:
         (``torch.compile`` takes seconds to minutes to compile on CPU, and
         runs small arrays several times faster). Calls go through a
         generated entry, as the program's own do
-        (:class:`~funsor_lowering.program.runtime.JitEntry`)."""
+        (:class:`~funsor_lowering.program.runtime.JitEntry`; on jax, with
+        array inputs, the generated entry function itself, which calls
+        ``jax.jit``'s function directly). ``cache_info()`` counts the input
+        signatures compiled for."""
         compiler = self._array_backend.jit(self, compiler)
-        return self if compiler is None else JitEntry(self, compiler)
+        if compiler is None:
+            return self
+        entry = JitEntry(self, compiler)
+        return entry.direct or entry
 
     def to_fx(self):
         """An equivalent ``torch.fx.GraphModule`` (torch backend only): one

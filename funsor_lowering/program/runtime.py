@@ -36,8 +36,15 @@ Example::
 import threading
 from collections import OrderedDict
 
+from ..backends.base import SelfCheckingJit
 from ..structure import path_suffix
-from .codegen import build_body, build_call, build_entry, build_unresolved
+from .codegen import (
+    build_body,
+    build_call,
+    build_direct_entry,
+    build_entry,
+    build_unresolved,
+)
 
 # Bounds of the caches: signatures seen (per program) and generated bodies
 # (one per tuple of input types: numpy arrays, tensors, jax tracers ...).
@@ -141,6 +148,10 @@ class JitEntry:
     checks and call are inline in the entry (as hand-written code would
     call the compiled function); other signatures seen before are one table
     lookup; any other call is validated first (errors name the input).
+    A compiler that checks each signature as it traces it
+    (:class:`~funsor_lowering.backends.base.SelfCheckingJit`: ``jax.jit``)
+    is called directly, with no checks in the entry, where the inputs are
+    plain arrays.
     """
 
     def __init__(self, program, compiler):
@@ -150,12 +161,25 @@ class JitEntry:
         self.lock = threading.Lock()
         self.signature = None  # generated: kwargs -> signature
         self.entry = self.call_checked
+        self.direct = None
+        if isinstance(compiler, SelfCheckingJit):
+            self.direct = build_direct_entry(
+                program, compiler.function, self.call_checked, program.validate
+            )
+        if self.direct is not None:
+            # what program.jit() returns: the generated function itself (no
+            # call in between), with this entry's attributes
+            self.entry = self.direct
+            self.direct.cache_info = self.cache_info
+            self.direct.compiler = compiler
 
     def __call__(self, *args, **kwargs):
         return self.entry(*args, **kwargs)
 
     def cache_info(self):
         """``signatures``: the input signatures compiled for."""
+        if isinstance(self.compiler, SelfCheckingJit):
+            return {"signatures": self.compiler.signatures()}
         return {"signatures": len(self.functions)}
 
     def call_checked(self, *args, **kwargs):
