@@ -137,4 +137,40 @@ def compose_indices(first, second, shape):
     return tuple(result)
 
 
-__all__ = ["compose_indices", "expand_index", "is_int", "is_whole", "takes_all"]
+def canonical_index(index, shape):
+    """The one spelling of basic ``index`` into arrays of ``shape`` that
+    every index selecting the same elements shares (so that common
+    subexpression elimination sees equal slices as equal): no ``...``, ints
+    non-negative, whole slices as ``:``, other slices with explicit start,
+    stop and step, no trailing ``:``. ``None`` where ``index`` is not
+    basic or steps backwards.
+
+    >>> canonical_index((Ellipsis, slice(2, None), slice(None)), (4, 4))
+    (slice(2, 4, 1),)
+    >>> canonical_index((slice(2, 4, 1), slice(None)), (4, 4))
+    (slice(2, 4, 1),)
+    >>> canonical_index((-1, None, Ellipsis, slice(0, 9)), (3, 4))
+    (2, None)
+    """
+    composed = compose_indices(index, (), shape)
+    if composed is None:
+        return None
+    parts, axis = [], 0
+    for part in composed:
+        if isinstance(part, slice):
+            part = slice(None) if is_whole(part, shape[axis]) else part
+        parts.append(part)
+        axis += part is not None
+    while parts and parts[-1] == slice(None):
+        parts.pop()
+    return tuple(parts)
+
+
+__all__ = [
+    "canonical_index",
+    "compose_indices",
+    "expand_index",
+    "is_int",
+    "is_whole",
+    "takes_all",
+]

@@ -53,10 +53,17 @@ import numbers
 from funsor import ops
 
 from ..backends import array_backend
-from ..extra_ops import RANDOM_OP_TYPES, getslice_op
+from ..extra_ops import RANDOM_OP_TYPES, TupleItemOp, getslice_op
 from ..shapes import broadcast_shape
 from ..structure import iter_leaves
-from .basic_index import compose_indices, expand_index, is_int, is_whole, takes_all
+from .basic_index import (
+    canonical_index,
+    compose_indices,
+    expand_index,
+    is_int,
+    is_whole,
+    takes_all,
+)
 from .broadcasts import defer_expands
 from .cat_slices import cat_simplifier, slice_of_cat
 from .editor import Editor, PassResult, Ref, pass_result
@@ -187,7 +194,13 @@ def simplify(program):
             if inner is not None and isinstance(inner.op, ops.GetitemOp):
                 return slice_of_gather(editor, index, inner, value_type)
             if inner is None or not isinstance(inner.op, ops.GetsliceOp):
-                return None
+                if source is None:
+                    return None
+                canonical = canonical_index(index, source.shape)
+                if canonical is None or canonical == index:
+                    return None
+                # one spelling per selection: equal slices become one value
+                return editor.emit(getslice_op(canonical), args, False, value_type)
             source = editor.value_type(inner.args[0])
             if source is None:
                 return None
@@ -204,6 +217,8 @@ def simplify(program):
             if inner is not None and isinstance(inner.op, ops.NegOp):
                 return inner.args[0]
             return None
+        if isinstance(op, ops.MatmulOp) and len(args) == 2:
+            return _gram_of_qr_factor(editor, args, value_type)
         if isinstance(op, (ops.MulOp, ops.AddOp)) and len(args) == 2:
             folded = _fold_negation(editor, op, args, value_type)
             if folded is not None:
@@ -275,6 +290,48 @@ def _drop_unit(editor, unit, args, value_type):
             continue
         return keep
     return None
+
+
+_SWAP_LAST_TWO = ops.TransposeOp(axis1=-1, axis2=-2)
+
+
+def _gram_of_qr_factor(editor, args, value_type):
+    """``R^T @ R`` where ``R`` is the R factor of ``qr(M)`` as ``M^T @ M``
+    (equal: ``Q`` has orthonormal columns). Funsor's Gaussians form such a
+    Gram matrix from a QR to factor it by Cholesky; written from ``M`` it
+    is the product the forward pass already formed, so common
+    subexpression elimination shares it and its Cholesky factor, and the
+    QR, if nothing else reads it, is dead."""
+    left, right = args
+    transpose = editor.producer(left)
+    if transpose is None or transpose.args[0] is not right:
+        return None
+    shape = editor.value_type(right)
+    shape = None if shape is None else shape.shape
+    if not isinstance(transpose.op, (ops.TransposeOp, ops.PermuteOp)) or not shape:
+        return None
+    swap = list(range(len(shape)))
+    swap[-2:] = swap[-1], swap[-2]
+    if len(shape) < 2 or _permutation(transpose.op, shape) != tuple(swap):
+        return None
+    item = editor.producer(right)
+    if item is None or not isinstance(item.op, TupleItemOp):
+        return None
+    qr = editor.producer(item.args[0])
+    if (
+        item.op.defaults["index"] != 1
+        or qr is None
+        or not isinstance(qr.op, ops.QrOp)
+        or qr.op.defaults["mode"] not in ("reduced", "complete")
+    ):
+        return None
+    (m,) = qr.args
+    m_type = editor.value_type(m)
+    if m_type is None:
+        return None
+    m_t_type = ValueType(m_type.shape[:-2] + m_type.shape[:-3:-1], m_type.kind)
+    m_t = editor.emit(_SWAP_LAST_TWO, [m], False, m_t_type)
+    return editor.emit(ops.matmul, [m_t, m], False, value_type)
 
 
 def _fold_negation(editor, op, args, value_type):
