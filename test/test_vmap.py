@@ -79,11 +79,13 @@ def test_vmap_of_generated_expressions(data):
         st.lists(st.sampled_from(program.inputs), min_size=1, unique=True)
     )
     rng = np.random.RandomState(0)
+    # float32, as the expressions' constants (torch's logaddexp, in funsor
+    # as here, rejects a float64 operand beside a float32 one)
     arrays = {
-        k: from_numpy(np.asarray(rng.randn(*t.shape)))
+        k: from_numpy(np.asarray(rng.randn(*t.shape), dtype=np.float32))
         for k, t in program.input_types.items()
     }
-    check_vmap(program, arrays, names, sizes=(2, 4), rtol=1e-5, atol=1e-6)
+    check_vmap(program, arrays, names, sizes=(2, 4), rtol=1e-4, atol=1e-5)
 
 
 def test_one_batched_program_serves_every_size_and_pickles():
