@@ -318,6 +318,97 @@ def test_the_gram_matrix_of_a_qr_factor_is_the_forward_product(batch):
     assert_matches(q(m=m), p(m=m), rtol=1e-4, atol=1e-5)
 
 
+def _swap(x):
+    return ops.transpose(x, -1, -2)
+
+
+def _projection_as_column(m, u):  # R^T (Q^T u)
+    q, r = ops.qr(m)
+    return ops.matmul(_swap(r), ops.matmul(_swap(q), u))
+
+
+def _projection_of_a_vector(m, u):  # R^T (u Q), u a vector
+    q, r = ops.qr(m)
+    return ops.matmul(_swap(r), ops.matmul(u[..., 0], q))
+
+
+def _projection_of_a_row(m, u):  # R^T (u^T Q)^T, u^T a row
+    q, r = ops.qr(m)
+    row = ops.matmul(_swap(u), q)
+    column = ops.ReshapeOp(shape=tuple(row.shape[:-2]) + (row.shape[-1], 1))(row)
+    return ops.matmul(_swap(r), column)
+
+
+def _noise_like_the_projection(m, u):  # a draw whose prototype reads Q
+    q, r = ops.qr(m)
+    projected = ops.matmul(_swap(u), q)
+    return ops.randn(projected, tuple(projected.shape)), ops.matmul(_swap(r), r)
+
+
+@pytest.mark.parametrize("batch", [(), (3,)], ids=str)
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _projection_as_column,
+        _projection_of_a_vector,
+        _projection_of_a_row,
+        _noise_like_the_projection,
+    ],
+)
+def test_products_with_qr_factors_are_written_with_the_matrix(fn, batch):
+    # funsor's backward sampling projects on Q only to multiply by R^T again;
+    # written with M, the QR (the costliest op of an AutoGaussian) is dead
+    if fn is _projection_of_a_vector and batch:
+        pytest.skip("a vector times a batch of Q broadcasts another way")
+    if fn is _noise_like_the_projection and BACKEND == "jax":
+        pytest.skip("jax draws take explicit keys")
+    from funsor_lowering import trace_function
+
+    arrays = {"m": backend_randn(*batch, 6, 3), "u": backend_randn(*batch, 6, 1)}
+    program = trace_function(fn, arrays)
+    names = [type(o.op).__name__ for o in program.operations]
+    # (numpy's and jax's matmuls promote dtypes: a draw's prototype computed
+    # by one says more than its operands do)
+    if fn is not _noise_like_the_projection or BACKEND == "torch":
+        assert "QrOp" not in names, program
+    if fn is _noise_like_the_projection:  # the same draws
+        expected = _seeded(fn, **arrays)
+        assert_matches(_seeded(program, **arrays), expected, rtol=1e-4, atol=1e-5)
+    else:
+        assert_matches(program(**arrays), fn(**arrays), rtol=1e-4, atol=1e-5)
+
+
+def _seeded(fn, **arrays):
+    """``fn(**arrays)`` drawing from a freshly seeded global random state."""
+    if BACKEND == "torch":
+        import torch
+
+        torch.manual_seed(0)
+    np.random.seed(0)
+    return fn(**arrays)
+
+
+def test_ffbs_factors_each_precision_once():
+    # the backward pass samples from conditionals whose precisions the
+    # forward pass factored already: no two Cholesky factors are equal
+    from benchmarks.cases import FFBS, random_inputs
+    from funsor_lowering.program.codegen import evaluate
+
+    case = FFBS()
+    arrays = random_inputs(case)
+    program = case.program(arrays)
+    values, _ = evaluate(program, program.validate(arrays))
+    first = program.first_operation
+    factors = [
+        to_numpy(values[first + k])
+        for k, o in enumerate(program.operations)
+        if isinstance(o.op, ops.CholeskyOp)
+    ]
+    assert len(factors) == 4  # 7 before the forward factors were reused
+    for a, b in itertools.combinations(factors, 2):
+        assert a.shape != b.shape or not np.allclose(a, b)
+
+
 # -------------------------------------------------------------------- matmuls
 EINSUMS = [
     ("...ij,...jk->...ik", (5, 2, 3), (5, 3, 4)),

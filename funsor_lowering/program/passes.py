@@ -68,6 +68,7 @@ from .broadcasts import defer_expands
 from .cat_slices import cat_simplifier, slice_of_cat
 from .editor import Editor, PassResult, Ref, pass_result
 from .ir import ValueType
+from .qr_algebra import PROTOTYPE_OPS, is_qr, qr_identities
 from .vectorize import vectorize
 
 # Largest constant folding may create, in elements, unless its inputs are
@@ -218,7 +219,9 @@ def simplify(program):
                 return inner.args[0]
             return None
         if isinstance(op, ops.MatmulOp) and len(args) == 2:
-            return _gram_of_qr_factor(editor, args, value_type)
+            return qr_identities(editor, args, value_type)
+        if isinstance(op, PROTOTYPE_OPS) and not operation.packed:
+            return _earliest_prototype(editor, op, args, value_type)
         if isinstance(op, (ops.MulOp, ops.AddOp)) and len(args) == 2:
             folded = _fold_negation(editor, op, args, value_type)
             if folded is not None:
@@ -292,46 +295,40 @@ def _drop_unit(editor, unit, args, value_type):
     return None
 
 
-_SWAP_LAST_TWO = ops.TransposeOp(axis1=-1, axis2=-2)
+# Ops whose result has their first operand's dtype and device.
+_DTYPE_KEEPING_OPS = (
+    ops.ReshapeOp,
+    ops.GetsliceOp,
+    ops.TransposeOp,
+    ops.PermuteOp,
+    ops.ExpandOp,
+    ops.NegOp,
+)
 
 
-def _gram_of_qr_factor(editor, args, value_type):
-    """``R^T @ R`` where ``R`` is the R factor of ``qr(M)`` as ``M^T @ M``
-    (equal: ``Q`` has orthonormal columns). Funsor's Gaussians form such a
-    Gram matrix from a QR to factor it by Cholesky; written from ``M`` it
-    is the product the forward pass already formed, so common
-    subexpression elimination shares it and its Cholesky factor, and the
-    QR, if nothing else reads it, is dead."""
-    left, right = args
-    transpose = editor.producer(left)
-    if transpose is None or transpose.args[0] is not right:
+def _earliest_prototype(editor, op, args, value_type):
+    """A draw or new array whose prototype (read for its dtype and device
+    only) is a value computed from an earlier one of the same dtype and
+    device, with that earlier value as prototype: the values in between
+    (a QR nothing else reads) may then be dead."""
+    first = earlier = args[0]
+    while True:
+        producer = editor.producer(earlier)
+        if producer is None or not producer.args:
+            break
+        source = producer.args[0]
+        if isinstance(producer.op, _DTYPE_KEEPING_OPS) or (
+            # torch's matmul takes operands of one dtype only
+            isinstance(producer.op, ops.MatmulOp) and editor.backend == "torch"
+        ):
+            earlier = source
+        elif isinstance(producer.op, TupleItemOp) and is_qr(editor, source):
+            earlier = editor.producer(source).args[0]
+        else:
+            break
+    if earlier is first:
         return None
-    shape = editor.value_type(right)
-    shape = None if shape is None else shape.shape
-    if not isinstance(transpose.op, (ops.TransposeOp, ops.PermuteOp)) or not shape:
-        return None
-    swap = list(range(len(shape)))
-    swap[-2:] = swap[-1], swap[-2]
-    if len(shape) < 2 or _permutation(transpose.op, shape) != tuple(swap):
-        return None
-    item = editor.producer(right)
-    if item is None or not isinstance(item.op, TupleItemOp):
-        return None
-    qr = editor.producer(item.args[0])
-    if (
-        item.op.defaults["index"] != 1
-        or qr is None
-        or not isinstance(qr.op, ops.QrOp)
-        or qr.op.defaults["mode"] not in ("reduced", "complete")
-    ):
-        return None
-    (m,) = qr.args
-    m_type = editor.value_type(m)
-    if m_type is None:
-        return None
-    m_t_type = ValueType(m_type.shape[:-2] + m_type.shape[:-3:-1], m_type.kind)
-    m_t = editor.emit(_SWAP_LAST_TWO, [m], False, m_t_type)
-    return editor.emit(ops.matmul, [m_t, m], False, value_type)
+    return editor.emit(op, [earlier, *args[1:]], False, value_type)
 
 
 def _fold_negation(editor, op, args, value_type):
