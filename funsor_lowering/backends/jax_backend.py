@@ -121,8 +121,12 @@ class JaxBackend(ArrayBackend):
 
         # jax.jit traces once per input signature; tracing checks the
         # operands (errors name the input), so calls need no checks
+        traced = []  # one entry per signature traced
+
         def run(*leaves):
-            return program.run_leaves(program.validate_leaves(leaves))
+            leaves = program.validate_leaves(leaves)
+            traced.append(tuple((tuple(x.shape), x.dtype) for x in leaves))
+            return program.run_leaves(leaves)
 
         if _has_dict(program.output):
             # outputs leave the jitted function as a flat tuple, nested again
@@ -132,7 +136,7 @@ class JaxBackend(ArrayBackend):
             function = nested_outputs(program, jitted)
         else:
             jitted = function = jax.jit(run)
-        return SelfCheckingJit(function, jitted._cache_size)
+        return SelfCheckingJit(function, traced.__len__)
 
     def tracing_hooks(self):
         # funsor's MonteCarlo splits its key with jax.random.split, outside

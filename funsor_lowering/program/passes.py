@@ -12,9 +12,14 @@ outputs on every input) and whether it changed. They edit programs through
   which cannot change a result's dtype), ``-(-x)``, ``-x * c`` and
   ``-x + c`` (for a number ``c``), ``permute(permute(x))``,
   ``permute`` s folded into the ``einsum`` s they feed or follow, gathers
-  at evenly spaced constant positions as strided slices, and
+  at evenly spaced constant positions as strided slices,
   slices and concatenations of slices as fewer operations
-  (:mod:`~funsor_lowering.program.cat_slices`);
+  (:mod:`~funsor_lowering.program.cat_slices`), basic slices in one
+  canonical spelling (so equal slices are equal operations), products with
+  the factors of a QR written with its matrix
+  (:mod:`~funsor_lowering.program.qr_algebra`), and draws' prototypes
+  (read for dtype and device only) taken from the earliest value of the
+  same dtype;
 - :func:`~funsor_lowering.program.broadcasts.defer_expands`: ``expand`` s
   moved past the operations they feed, or dropped where those broadcast;
 - :func:`einsums_as_matmuls`: two-operand einsums that are (batched)
@@ -132,7 +137,8 @@ def simplify(program):
     """Algebraic simplification: identity layout ops, units of associative
     ops, double negation, composed permutes and transposes, permutes folded
     into einsums, slices of concatenations and gathers, strided
-    gathers as slices."""
+    gathers as slices, canonical slices, QR identities, earlier
+    prototypes (see the module docstring)."""
     uses = _use_counts(program)
     simplify_cat, slice_of_gather, gather_as_slice = cat_simplifier(program)
 
