@@ -121,7 +121,7 @@ class JaxBackend(ArrayBackend):
 
         # jax.jit traces once per input signature; tracing checks the
         # operands (errors name the input), so calls need no checks
-        traced = []  # one entry per signature traced
+        traced = []  # the input signatures traced
 
         def run(*leaves):
             leaves = program.validate_leaves(leaves)

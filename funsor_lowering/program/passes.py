@@ -58,7 +58,7 @@ import numbers
 from funsor import ops
 
 from ..backends import array_backend
-from ..extra_ops import RANDOM_OP_TYPES, TupleItemOp, getslice_op
+from ..extra_ops import RANDOM_OP_TYPES, RandnWithKeyOp, TupleItemOp, getslice_op
 from ..shapes import broadcast_shape
 from ..structure import iter_leaves
 from .basic_index import (
@@ -73,7 +73,7 @@ from .broadcasts import defer_expands
 from .cat_slices import cat_simplifier, slice_of_cat
 from .editor import Editor, PassResult, Ref, pass_result
 from .ir import ValueType
-from .qr_algebra import PROTOTYPE_OPS, is_qr, qr_identities
+from .qr_algebra import is_qr, qr_identities
 from .vectorize import vectorize
 
 # Largest constant folding may create, in elements, unless its inputs are
@@ -226,7 +226,7 @@ def simplify(program):
             return None
         if isinstance(op, ops.MatmulOp) and len(args) == 2:
             return qr_identities(editor, args, value_type)
-        if isinstance(op, PROTOTYPE_OPS) and not operation.packed:
+        if isinstance(op, _PROTOTYPE_OPS) and not operation.packed:
             return _earliest_prototype(editor, op, args, value_type)
         if isinstance(op, (ops.MulOp, ops.AddOp)) and len(args) == 2:
             folded = _fold_negation(editor, op, args, value_type)
@@ -301,6 +301,14 @@ def _drop_unit(editor, unit, args, value_type):
     return None
 
 
+# Ops that read their first operand for its dtype and device only.
+_PROTOTYPE_OPS = (
+    ops.RandnOp,
+    RandnWithKeyOp,
+    ops.NewZerosOp,
+    ops.NewFullOp,
+    ops.NewArangeOp,
+)
 # Ops whose result has their first operand's dtype and device.
 _DTYPE_KEEPING_OPS = (
     ops.ReshapeOp,

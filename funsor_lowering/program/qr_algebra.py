@@ -30,17 +30,8 @@ Example::
 
 from funsor import ops
 
-from ..extra_ops import RandnWithKeyOp, TupleItemOp
+from ..extra_ops import TupleItemOp
 from .ir import ValueType
-
-# Ops that read their first operand for its dtype and device only.
-PROTOTYPE_OPS = (
-    ops.RandnOp,
-    RandnWithKeyOp,
-    ops.NewZerosOp,
-    ops.NewFullOp,
-    ops.NewArangeOp,
-)
 
 _SWAP_LAST_TWO = ops.TransposeOp(axis1=-1, axis2=-2)
 
@@ -169,4 +160,4 @@ def _projected(editor, ref, pair):
     )
 
 
-__all__ = ["PROTOTYPE_OPS", "is_qr", "qr_identities"]
+__all__ = ["is_qr", "qr_identities"]
