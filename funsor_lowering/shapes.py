@@ -7,7 +7,8 @@ where funsor 0.4.8 lacks or mis-infers them:
 - ``permute``, ``expand``, ``argmax`` and ``argmin`` fell back to the
   pointwise rule and kept the input shape.
 
-Importing this module registers the corrected rules.
+Importing this module registers the corrected rules. :func:`permutation_dims`
+reads the axis order a ``permute`` or ``transpose`` applies.
 
 Example::
 
@@ -160,3 +161,18 @@ def find_domain_unsqueeze(op, x):
     dim = dim + len(shape) + 1 if dim < 0 else dim
     shape.insert(dim, 1)
     return Array[x.dtype, tuple(shape)]
+
+
+def permutation_dims(op, shape):
+    """The dims ``ops.permute`` takes for a permute or transpose ``op``
+    giving an array of ``shape`` (any sequence of its length), or ``None``
+    (a transpose of unknown rank)."""
+    if isinstance(op, ops.PermuteOp):
+        return tuple(op.defaults["dims"])
+    if shape is None:
+        return None
+    rank = len(shape)
+    dims = list(range(rank))
+    a, b = op.defaults["axis1"] % rank, op.defaults["axis2"] % rank
+    dims[a], dims[b] = dims[b], dims[a]
+    return tuple(dims)

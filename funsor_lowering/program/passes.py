@@ -59,7 +59,7 @@ from funsor import ops
 
 from ..backends import array_backend
 from ..extra_ops import RANDOM_OP_TYPES, RandnWithKeyOp, TupleItemOp, getslice_op
-from ..shapes import broadcast_shape
+from ..shapes import broadcast_shape, permutation_dims
 from ..structure import iter_leaves
 from .basic_index import (
     canonical_index,
@@ -148,7 +148,7 @@ def simplify(program):
             return simplify_cat(editor, op, args, value_type)
         shape = value_type.shape if value_type is not None else None
         if isinstance(op, (ops.PermuteOp, ops.TransposeOp)):
-            dims = _permutation(op, shape)
+            dims = permutation_dims(op, shape)
             if dims is None:
                 return None
             if dims == tuple(range(len(dims))):
@@ -157,7 +157,7 @@ def simplify(program):
             if inner is not None and isinstance(
                 inner.op, (ops.PermuteOp, ops.TransposeOp)
             ):
-                inner_dims = _permutation(inner.op, dims)
+                inner_dims = permutation_dims(inner.op, dims)
                 composed = tuple(inner_dims[d] for d in dims)
                 if composed == tuple(range(len(composed))):
                     return inner.args[0]
@@ -239,21 +239,6 @@ def simplify(program):
         return None
 
     return _rewrite(program, rule)
-
-
-def _permutation(op, shape):
-    """The dims ``ops.permute`` takes for a permute or transpose ``op``
-    giving an array of ``shape`` (any sequence of its length), or ``None``
-    (a transpose of unknown rank)."""
-    if isinstance(op, ops.PermuteOp):
-        return tuple(op.defaults["dims"])
-    if shape is None:
-        return None
-    rank = len(shape)
-    dims = list(range(rank))
-    a, b = op.defaults["axis1"] % rank, op.defaults["axis2"] % rank
-    dims[a], dims[b] = dims[b], dims[a]
-    return tuple(dims)
 
 
 def _is_squeeze(editor, operation):

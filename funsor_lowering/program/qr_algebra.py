@@ -31,6 +31,7 @@ Example::
 from funsor import ops
 
 from ..extra_ops import TupleItemOp
+from ..shapes import permutation_dims
 from .ir import ValueType
 
 _SWAP_LAST_TWO = ops.TransposeOp(axis1=-1, axis2=-2)
@@ -90,16 +91,7 @@ def _swapped(editor, ref):
         return None
     swap = list(range(rank))
     swap[-2:] = swap[-1], swap[-2]
-    if isinstance(producer.op, ops.PermuteOp):
-        dims = tuple(producer.op.defaults["dims"])
-    else:
-        dims = list(range(rank))
-        a, b = (
-            producer.op.defaults["axis1"] % rank,
-            producer.op.defaults["axis2"] % rank,
-        )
-        dims[a], dims[b] = dims[b], dims[a]
-        dims = tuple(dims)
+    dims = permutation_dims(producer.op, value_type.shape)
     return producer.args[0] if dims == tuple(swap) else None
 
 
