@@ -264,24 +264,62 @@ def test_a_member_taken_out_of_a_gather_is_the_source_at_its_position():
     assert_matches(q(x=x), to_numpy(x)[3])
 
 
-def test_equal_slices_spelled_differently_become_one_value():
-    x = backend_randn(4, 4)
+@pytest.mark.parametrize("of_a_cat", [False, True], ids=["of_an_input", "of_a_cat"])
+def test_equal_slices_spelled_differently_become_one_value(of_a_cat):
+    x, y = backend_randn(4, 4), backend_randn(4, 4)
+    operations = [Operation(ops.CatOp(axis=0), (0, 1), packed=True)]  # 2: (8, 4)
+    source = 2 if of_a_cat else 0  # slices 3:5 of the cat cross its parts
+    start = 3 if of_a_cat else 2
+    operations += [
+        Operation(
+            ops.GetsliceOp(index=(Ellipsis, slice(start, start + 2), slice(None))),
+            (source,),
+        ),
+        Operation(ops.GetsliceOp(index=(slice(start, start + 2, 1),)), (source,)),
+        Operation(ops.add, (3, 4)),
+    ]
     p = OpProgram(
         [],
-        {"x": Reals[4, 4]},
-        [
-            Operation(
-                ops.GetsliceOp(index=(Ellipsis, slice(2, None), slice(None))), (0,)
-            ),
-            Operation(ops.GetsliceOp(index=(slice(2, 4, 1),)), (0,)),
-            Operation(ops.add, (1, 2)),
-        ],
-        3,
-        value_types=[ValueType((2, 4), "real")] * 3,
+        {"x": Reals[4, 4], "y": Reals[4, 4]},
+        operations,
+        5,
+        value_types=[ValueType((8, 4), "real")] + [ValueType((2, 4), "real")] * 3,
     )
     q = optimize(p)
-    assert [type(o.op).__name__ for o in q.operations] == ["GetsliceOp", "AddOp"]
-    assert_matches(q(x=x), 2 * to_numpy(x)[2:])
+    names = [type(o.op).__name__ for o in q.operations]
+    assert names.count("GetsliceOp") == 1, q
+    expected = np.concatenate([to_numpy(x), to_numpy(y)]) if of_a_cat else x
+    assert_matches(q(x=x, y=y), 2 * to_numpy(expected)[start : start + 2])
+
+
+def test_equal_constants_are_one_argument():
+    # gathers at equal constant positions, built apart, gather once; 0.0 and
+    # -0.0 stay apart (1 / x tells them apart)
+    x = backend_randn(5)
+    positions = [from_numpy(np.array([4, 0, 2])) for _ in range(2)]
+    zeros = [from_numpy(np.array([0.0], np.float32)) for _ in range(2)]
+    zeros.append(from_numpy(np.array([-0.0], np.float32)))
+    p = OpProgram(
+        positions + zeros,
+        {"x": Reals[5]},
+        [
+            Operation(ops.GetitemOp(offset=0), (5, 0)),
+            Operation(ops.GetitemOp(offset=0), (5, 1)),
+            Operation(ops.truediv, (5, 2)),
+            Operation(ops.truediv, (5, 3)),
+            Operation(ops.truediv, (5, 4)),
+        ],
+        (6, 7, 8, 9, 10),
+    )
+    q = optimize(p)
+    names = [type(o.op).__name__ for o in q.operations]
+    assert names.count("GetitemOp") == 1 and names.count("TruedivOp") == 2, q
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert_matches(q(x=x), p(x=x))
+        first, second, positive, again, negative = map(to_numpy, q(x=x))
+    np.testing.assert_array_equal(first, to_numpy(x)[[4, 0, 2]])
+    np.testing.assert_array_equal(positive, again)
+    np.testing.assert_array_equal(np.signbit(positive), ~np.signbit(negative))
 
 
 @pytest.mark.parametrize("batch", [(), (3,)], ids=str)

@@ -55,6 +55,7 @@ Example::
 import math
 import numbers
 
+import numpy as np
 from funsor import ops
 
 from ..backends import array_backend
@@ -196,13 +197,14 @@ def simplify(program):
             if source is not None and takes_all(index, source.shape):
                 return args[0]
             inner = editor.producer(args[0])
+            simpler = None
             if inner is not None and isinstance(inner.op, ops.CatOp) and inner.packed:
-                return slice_of_cat(editor, index, inner, value_type)
-            if inner is not None and isinstance(inner.op, ops.GetitemOp):
-                return slice_of_gather(editor, index, inner, value_type)
+                simpler = slice_of_cat(editor, index, inner, value_type)
+            elif inner is not None and isinstance(inner.op, ops.GetitemOp):
+                simpler = slice_of_gather(editor, index, inner, value_type)
             if inner is None or not isinstance(inner.op, ops.GetsliceOp):
-                if source is None:
-                    return None
+                if simpler is not None or source is None:
+                    return simpler
                 canonical = canonical_index(index, source.shape)
                 if canonical is None or canonical == index:
                     return None
@@ -478,19 +480,58 @@ def _matmul_plan(equation, types):
 
 # ------------------------------------------------------------------------ CSE
 def eliminate_common_subexpressions(program):
-    """Equal (non-random) operations on equal arguments compute once."""
+    """Equal (non-random) operations on equal arguments compute once; equal
+    constants (by value: index arrays that several gathers build alike)
+    are one argument."""
     seen = {}
+    first_equal = _first_equal_constants(program)
 
     def rule(editor, operation, args, value_type):
         if is_random(operation.op):
             return None
-        key = (operation.op, tuple(args), operation.packed)
+        same = tuple(first_equal.get(a, a) for a in args)
+        key = (operation.op, same, operation.packed)
         if key in seen:
             return seen[key]
+        if same != tuple(args):
+            ref = editor.emit(operation.op, same, operation.packed, value_type)
+            seen[key] = ref
+            return ref
         seen[key] = Ref("o", len(editor.operations))  # the one emitted next
         return None
 
     return _rewrite(program, rule)
+
+
+# Constants compared by value up to this many elements (larger ones are
+# data, compared by identity).
+_COMPARED_CONSTANT_SIZE = 1 << 16
+
+
+def _first_equal_constants(program):
+    """Constant ref -> the ref of the first constant equal to it (same type,
+    dtype, shape and values), for constants that have an earlier equal."""
+    first, equal = {}, {}
+    for k, value in enumerate(program.constants):
+        key = _constant_key(value)
+        if key is None:
+            continue
+        ref = first.setdefault(key, Ref("c", k))
+        if ref.k != k:
+            equal[Ref("c", k)] = ref
+    return equal
+
+
+def _constant_key(value):
+    if isinstance(value, (bool, int, float, complex, str)):
+        return type(value), repr(value)  # repr tells -0.0 from 0.0
+    try:
+        array = np.asarray(value)
+    except Exception:  # noqa: BLE001 - not an array (or one needing grad)
+        return None
+    if array.dtype == object or array.size > _COMPARED_CONSTANT_SIZE:
+        return None
+    return type(value), array.dtype.str, array.shape, array.tobytes()
 
 
 # ------------------------------------------------------------------------ DCE
