@@ -71,11 +71,16 @@ def _transposed_times(editor, pair, right, value_type):
     m_type = editor.value_type(m)
     if m_type is None:
         return None
-    m_t_type = ValueType(m_type.shape[:-2] + m_type.shape[:-3:-1], m_type.kind)
+    m_t_type = ValueType(_transposed(m_type.shape), m_type.kind)
     m_t = editor.emit(_SWAP_LAST_TWO, [m], False, m_t_type)
     return editor.emit(
         ops.matmul, [m_t, m if right is None else right], False, value_type
     )
+
+
+def _transposed(shape):
+    """``shape`` with its last two axes swapped."""
+    return shape[:-2] + shape[:-3:-1]
 
 
 def _swapped(editor, ref):
@@ -89,10 +94,8 @@ def _swapped(editor, ref):
     rank = None if value_type is None else len(value_type.shape)
     if not rank or rank < 2:
         return None
-    swap = list(range(rank))
-    swap[-2:] = swap[-1], swap[-2]
     dims = permutation_dims(producer.op, value_type.shape)
-    return producer.args[0] if dims == tuple(swap) else None
+    return producer.args[0] if dims == _transposed(tuple(range(rank))) else None
 
 
 def _factor_of(editor, ref, index):
@@ -138,7 +141,7 @@ def _projected(editor, ref, pair):
         or _factor_of(editor, product.args[1], 0) is not pair
         or column_type is None
         or row_type is None
-        or column_type.shape != row_type.shape[:-2] + row_type.shape[:-3:-1]
+        or column_type.shape != _transposed(row_type.shape)
         or row_type.shape[-2:-1] != (1,)
     ):
         return None
@@ -146,7 +149,7 @@ def _projected(editor, ref, pair):
     u_type = editor.value_type(u)
     if u_type is None or u_type.shape[-2:-1] != (1,):
         return None
-    shape = u_type.shape[:-2] + u_type.shape[:-3:-1]
+    shape = _transposed(u_type.shape)
     return editor.emit(
         ops.ReshapeOp(shape=shape), [u], False, ValueType(shape, u_type.kind)
     )
