@@ -127,13 +127,23 @@ def marginalize(white_vec, prec_sqrt, rows):
     return white_vec, prec_sqrt, constant
 
 
-def compress(white_vec, prec_sqrt):
+def compress(white_vec, prec_sqrt, full_rank=False):
     """An equal Gaussian with ``rank == dim``: ``(white_vec, prec_sqrt,
     log_constant)``, by a reduced QR factorization ``Pᵀ = Q R`` (as funsor's
     ``_compress_rank``): ``P = Rᵀ Qᵀ``, so ``||x P - w||² = ||x Rᵀ - w Q||² +
     ||w||² - ||w Q||²``. Rank-deficient precisions (zero blocks) compress
-    too, where a Cholesky factor does not exist."""
-    if isinstance(prec_sqrt, Funsor):
+    too, where a Cholesky factor does not exist.
+
+    With ``full_rank=True`` (precisions known to be positive definite), by
+    the Cholesky factor ``P' = chol(P Pᵀ)`` and ``w' = P'⁻¹ P w`` instead
+    (funsor's ``_compress_rank(..., assume_full_rank=True)``): the same
+    Gaussian in another orthonormal basis of its rank dimension (``P' =
+    Rᵀ D``, ``w' = D Qᵀw`` for a diagonal ``D`` of signs), so densities,
+    normalizers and samples are equal; only ``P'`` and ``w'`` themselves
+    differ. Its cost is one Gram matrix and a small Cholesky factor, where
+    a QR of the tall ``Pᵀ`` (and, under autograd, its backward pass) is
+    several times dearer."""
+    if full_rank or isinstance(prec_sqrt, Funsor):
         # funsor terms (the compiling pipeline) have no tuple-valued ops:
         # a Cholesky factor of the precision (full-rank precisions only)
         chol = ops.cholesky(precision(prec_sqrt))

@@ -416,6 +416,66 @@ def test_products_with_qr_factors_are_written_with_the_matrix(fn, batch):
         assert_matches(program(**arrays), fn(**arrays), rtol=1e-4, atol=1e-5)
 
 
+def _cholesky_of(g):
+    return ops.cholesky(g)
+
+
+def _refactored(g, u):  # cholesky(L L^T) is L
+    chol = _cholesky_of(g)
+    return ops.cholesky(ops.matmul(chol, _swap(chol)))
+
+
+def _solved_and_multiplied(g, u):  # L (L^-1 u) is u
+    chol = _cholesky_of(g)
+    return ops.matmul(chol, ops.triangular_solve(u, chol))
+
+
+def _solved_vector_and_multiplied(g, u):  # L (L^-1 u)[:, 0] is u[:, 0]
+    chol = _cholesky_of(g)
+    vector = ops.getslice(ops.triangular_solve(u, chol), (Ellipsis, 0))
+    return ops.matmul(chol, vector)
+
+
+def _solved_transposed_and_multiplied(g, u):  # L (L^-T u): no identity
+    chol = _cholesky_of(g)
+    return ops.matmul(chol, ops.triangular_solve(u, chol, transpose=True))
+
+
+@pytest.mark.parametrize(
+    "fn, removed, batch",
+    [
+        (fn, removed, batch)
+        for fn, removed in [
+            (_refactored, "MatmulOp"),
+            (_solved_and_multiplied, "TriangularSolveOp"),
+            (_solved_vector_and_multiplied, "TriangularSolveOp"),
+            (_solved_transposed_and_multiplied, None),
+        ]
+        for batch in [(), (3,)]
+        # (a vector times a batch of matrices broadcasts another way)
+        if not (fn is _solved_vector_and_multiplied and batch)
+    ],
+    ids=lambda x: getattr(x, "__name__", str(x)),
+)
+def test_products_with_cholesky_factors_are_written_without_them(fn, removed, batch):
+    # a Gaussian compressed by Cholesky forms its precision L L^T and its
+    # information vector L w (w = L^-1 u) again; written as the matrix and
+    # u, common subexpression elimination shares the first factorization
+    from funsor_lowering import trace_function
+
+    m = backend_randn(*batch, 4, 4)
+    g = ops.add(ops.matmul(m, _swap(m)), ops.new_eye(m, (4,)))
+    arrays = {"g": g, "u": backend_randn(*batch, 4, 1)}
+    program = trace_function(fn, arrays)
+    names = [type(o.op).__name__ for o in program.operations]
+    assert names.count("CholeskyOp") == (0 if removed == "TriangularSolveOp" else 1)
+    if removed is not None:
+        assert removed not in names, program
+    else:
+        assert names.count("MatmulOp") == 1, program
+    assert_matches(program(**arrays), fn(**arrays), rtol=1e-4, atol=1e-5)
+
+
 def _seeded(fn, **arrays):
     """``fn(**arrays)`` drawing from a freshly seeded global random state."""
     if BACKEND == "torch":

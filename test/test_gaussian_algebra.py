@@ -144,3 +144,24 @@ def test_algebra_on_lowered_terms_compiles():
             rtol=1e-5,
             path=name,
         )
+
+
+def test_compression_by_cholesky_is_the_same_gaussian_as_by_qr():
+    # another basis of the rank dimension: equal densities (with the shift),
+    # precisions, information vectors and samples
+    rng = np.random.default_rng(1)
+    w = from_numpy(rng.standard_normal((3, 7)))
+    P = from_numpy(rng.standard_normal((3, 2, 7)))
+    x = from_numpy(rng.standard_normal((3, 2)))
+    noise = from_numpy(rng.standard_normal((3, 2)))
+    by_qr, by_cholesky = ga.compress(w, P), ga.compress(w, P, full_rank=True)
+    for new_w, new_P, shift in (by_qr, by_cholesky):
+        assert tuple(new_P.shape) == (3, 2, 2)
+        density = ops.add(ga.log_density(new_w, new_P, x), shift)
+        assert_matches(density, ga.log_density(w, P, x), rtol=1e-6)
+        assert_matches(ga.precision(new_P), ga.precision(P), rtol=1e-6)
+        assert_matches(ga.info_vec(new_w, new_P), ga.info_vec(w, P), rtol=1e-6)
+        assert_matches(ga.sample(new_w, new_P, noise), ga.sample(w, P, noise), rtol=1e-6)
+    # the factors themselves differ: a lower-triangular Cholesky factor
+    new_P = np.asarray(by_cholesky[1])
+    assert np.allclose(new_P, np.tril(new_P))

@@ -168,3 +168,53 @@ def test_pyrocov_like_model_agrees_with_funsor_backend(reparam):
         )
     svi = SVI(bound, compiled, Adam({"lr": 1e-6}), Trace_ELBO())
     assert torch.isfinite(torch.tensor(svi.step()))
+
+
+def _plated_pyrocov_model():
+    from benchmarks.autogaussian import dataset, pyrocov_like_model
+
+    data = dataset(2, 3, 4, 5)
+
+    def bound():
+        pyrocov_like_model(data)
+
+    return bound
+
+
+def _op_names(program):
+    return {type(operation.op).__name__ for operation in program.operations}
+
+
+def test_plate_products_compress_by_cholesky_not_qr():
+    reference, compiled = guides(_plated_pyrocov_model())
+    expected = seeded(lambda: poutine.trace(reference).get_trace())
+    actual = seeded(lambda: poutine.trace(compiled).get_trace())
+    assert_matches(actual.log_prob_sum(), expected.log_prob_sum(), rtol=1e-4)
+    ((program, _, full_rank),) = compiled._compiled_programs.values()
+    assert full_rank
+    assert "QrOp" not in _op_names(program)
+    assert "CholeskyOp" in _op_names(program)
+
+
+def test_singular_compressed_precision_falls_back_to_funsor_qr_recipe():
+    # diagonal square roots: no factor informs the sites upstream of the
+    # plates, so the plate products' precisions are singular (zero)
+    reference, compiled = guides(_plated_pyrocov_model())
+    with torch.no_grad():
+        for name, p in reference.named_parameters():
+            if "prec_sqrt" in name:
+                diagonal = p.diagonal(dim1=-2, dim2=-1).clone()
+                p.zero_()
+                p.diagonal(dim1=-2, dim2=-1).copy_(diagonal)
+    compiled.load_state_dict(reference.state_dict())
+    for seed in (1, 2):  # the second call runs the QR program directly
+        expected = seeded(lambda: poutine.trace(reference).get_trace(), seed)
+        actual = seeded(lambda: poutine.trace(compiled).get_trace(), seed)
+        assert_matches(actual.log_prob_sum(), expected.log_prob_sum(), rtol=1e-4)
+        for name in ("rate", "init", "coef"):
+            assert_matches(
+                actual.nodes[name]["value"], expected.nodes[name]["value"], rtol=1e-4
+            )
+    ((program, _, full_rank),) = compiled._compiled_programs.values()
+    assert not full_rank
+    assert "QrOp" in _op_names(program)

@@ -17,7 +17,9 @@ outputs on every input) and whether it changed. They edit programs through
   (:mod:`~funsor_lowering.program.cat_slices`), basic slices in one
   canonical spelling (so equal slices are equal operations), products with
   the factors of a QR written with its matrix
-  (:mod:`~funsor_lowering.program.qr_algebra`), and draws' prototypes
+  (:mod:`~funsor_lowering.program.qr_algebra`) and with a Cholesky factor
+  written with its matrix or solve
+  (:mod:`~funsor_lowering.program.cholesky_algebra`), and draws' prototypes
   (read for dtype and device only) taken from the earliest value of the
   same dtype;
 - :func:`~funsor_lowering.program.broadcasts.defer_expands`: ``expand`` s
@@ -72,6 +74,7 @@ from .basic_index import (
 )
 from .broadcasts import defer_expands
 from .cat_slices import cat_simplifier, slice_of_cat
+from .cholesky_algebra import cholesky_identities
 from .editor import Editor, PassResult, Ref, pass_result
 from .ir import ValueType
 from .qr_algebra import is_qr, qr_identities
@@ -138,7 +141,7 @@ def simplify(program):
     """Algebraic simplification: identity layout ops, units of associative
     ops, double negation, composed permutes and transposes, permutes folded
     into einsums, slices of concatenations and gathers, strided
-    gathers as slices, canonical slices, QR identities, earlier
+    gathers as slices, canonical slices, QR and Cholesky identities, earlier
     prototypes (see the module docstring)."""
     uses = _use_counts(program)
     simplify_cat, slice_of_gather, gather_as_slice = cat_simplifier(program)
@@ -227,7 +230,10 @@ def simplify(program):
                 return inner.args[0]
             return None
         if isinstance(op, ops.MatmulOp) and len(args) == 2:
-            return qr_identities(editor, args, value_type)
+            simpler = qr_identities(editor, args, value_type)
+            if simpler is None:
+                simpler = cholesky_identities(editor, args, value_type)
+            return simpler
         if isinstance(op, _PROTOTYPE_OPS) and not operation.packed:
             return _earliest_prototype(editor, op, args, value_type)
         if isinstance(op, (ops.MulOp, ops.AddOp)) and len(args) == 2:

@@ -52,7 +52,7 @@ def qr_identities(editor, args, value_type):
     """``matmul(*args)`` written with ``M`` instead of the factors of
     ``qr(M)`` where one of the identities above applies, else ``None``."""
     left, right = args
-    r = _swapped(editor, left)
+    r = swapped(editor, left)
     pair = _factor_of(editor, r, 1)
     if pair is None:
         return None
@@ -83,7 +83,7 @@ def _transposed(shape):
     return shape[:-2] + shape[:-3:-1]
 
 
-def _swapped(editor, ref):
+def swapped(editor, ref):
     """The value whose last two axes ``ref`` swaps, else ``None``."""
     producer = editor.producer(ref)
     if producer is None or not isinstance(
@@ -122,7 +122,7 @@ def _projected(editor, ref, pair):
         return None
     if isinstance(producer.op, ops.MatmulOp) and len(producer.args) == 2:
         u, q = producer.args
-        if _factor_of(editor, _swapped(editor, u), 0) is pair:
+        if _factor_of(editor, swapped(editor, u), 0) is pair:
             return q  # Q^T @ y
         u_type = editor.value_type(u)
         if u_type is not None and len(u_type.shape) == 1:
@@ -155,4 +155,4 @@ def _projected(editor, ref, pair):
     )
 
 
-__all__ = ["is_qr", "qr_identities"]
+__all__ = ["is_qr", "qr_identities", "swapped"]

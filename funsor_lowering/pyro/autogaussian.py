@@ -11,8 +11,18 @@ Pyro's plates, caches it per particle plates and parameter shapes, and calls
 it on each step. With equal parameters and random state it gives the funsor
 backend's numbers: the program draws its noise with the same ``torch.randn``
 calls, in the same order.
+
+Where funsor compresses a wide Gaussian (the plate products of the guide's
+factors) by a QR factorization, the program uses the Cholesky factor of its
+precision (:func:`~funsor_lowering.tracing.gaussian_patterns.
+full_rank_compression`): the same densities and samples (up to rounding),
+several times cheaper. Should a compressed precision be singular on some
+step (the Cholesky factorization raises), the guide compiles funsor's QR
+recipe for that signature and reruns the step with it, from the same random
+state.
 """
 
+import contextlib
 from collections import OrderedDict
 from operator import attrgetter
 
@@ -29,6 +39,7 @@ from pyro.infer.autoguide.gaussian import (
 )
 from pyro.poutine.runtime import am_i_wrapped, get_plates
 
+from ..tracing.gaussian_patterns import full_rank_compression
 from ..tracing.tracer import trace_function
 
 
@@ -62,14 +73,27 @@ class AutoGaussianCompiled(AutoGaussianFunsor):
             # tracing runs on symbolic arrays: it draws nothing
             entry = self._compile(particle_plates, plate_to_dim, params, rsample)
             self._compiled_programs[signature] = entry
-        program, aux_shape = entry
-        if rsample:
-            samples, log_prob = program(**params)
-        else:
+        program, aux_shape, full_rank = entry
+        if not rsample:
             sample_shape = torch.Size(f.size for f in particle_plates)
             noise = torch.randn(sample_shape + aux_shape)
             noise.mul_(temperature)
-            samples, log_prob = program(noise=noise, **params)
+            params["noise"] = noise
+        rng_state = torch.get_rng_state() if full_rank else None
+        try:
+            samples, log_prob = program(**params)
+        except torch.linalg.LinAlgError:
+            if not full_rank:
+                raise
+            # a singular compressed precision: funsor's QR recipe handles it
+            params.pop("noise", None)
+            program, _, _ = self._compiled_programs[signature] = self._compile(
+                particle_plates, plate_to_dim, params, rsample, full_rank=False
+            )
+            if not rsample:
+                params["noise"] = noise
+            torch.set_rng_state(rng_state)
+            samples, log_prob = program(**params)
         if am_i_wrapped() and poutine.get_mask() is not False:
             pyro.factor(f"_{self._pyro_name}_latent", log_prob, has_rsample=True)
         return samples
@@ -101,7 +125,9 @@ class AutoGaussianCompiled(AutoGaussianFunsor):
             )
         return factors
 
-    def _compile(self, particle_plates, plate_to_dim, params, rsample):
+    def _compile(self, particle_plates, plate_to_dim, params, rsample, full_rank=True):
+        """``(program, aux shape or None, full_rank)``: the recipe traced,
+        its wide Gaussians compressed by Cholesky where ``full_rank``."""
         eliminate = self._funsor_eliminate
         plates = frozenset(plate_to_dim)
         sample_inputs = {f.name: funsor.Bint[f.size] for f in particle_plates}
@@ -130,8 +156,8 @@ class AutoGaussianCompiled(AutoGaussianFunsor):
             def program_fn(**arrays):
                 return laid_out(*recipe(arrays))
 
-            program = _try_possibly_intractable(trace_function, program_fn, examples)
-            return program, None
+            program = _trace(program_fn, examples, full_rank)
+            return program, None, full_rank
 
         # The white noise's shape is only known once the recipe has run.
         with torch.no_grad():
@@ -146,8 +172,13 @@ class AutoGaussianCompiled(AutoGaussianFunsor):
 
         sample_shape = tuple(f.size for f in particle_plates)
         examples["noise"] = torch.zeros(sample_shape + tuple(aux_shape))
-        program = _try_possibly_intractable(trace_function, program_fn, examples)
-        return program, torch.Size(aux_shape)
+        program = _trace(program_fn, examples, full_rank)
+        return program, torch.Size(aux_shape), full_rank
+
+
+def _trace(program_fn, examples, full_rank):
+    with full_rank_compression() if full_rank else contextlib.nullcontext():
+        return _try_possibly_intractable(trace_function, program_fn, examples)
 
 
 def to_plate_dims(value, name_to_dim):

@@ -25,6 +25,8 @@ gaussian_algebra` instead (``funsor.ops`` only, equal results) and
 trace. Anything else returns ``None`` (funsor's own patterns apply).
 """
 
+import contextlib
+import contextvars
 import math
 from collections import OrderedDict
 
@@ -56,6 +58,25 @@ from ..lowering import Lowered
 from .rng_keys import draw_key
 
 COMPRESSION_THRESHOLD = 2  # funsor's Gaussian.compression_threshold default
+
+# Whether wide Gaussians compress by Cholesky (the caller knows their
+# precisions are positive definite) rather than by QR, in this thread.
+_FULL_RANK_COMPRESSION = contextvars.ContextVar("full_rank_compression", default=False)
+
+
+@contextlib.contextmanager
+def full_rank_compression():
+    """While tracing in this context (this thread only), wide Gaussians
+    compress by a Cholesky factor of their precision instead of a QR
+    factorization (:func:`~funsor_lowering.gaussian_algebra.compress` with
+    ``full_rank=True``): equal densities and samples at a fraction of the
+    cost, for callers whose compressed precisions are positive definite
+    (where one is singular the Cholesky factorization raises)."""
+    token = _FULL_RANK_COMPRESSION.set(True)
+    try:
+        yield
+    finally:
+        _FULL_RANK_COMPRESSION.reset(token)
 
 
 class NamedGaussian:
@@ -92,7 +113,9 @@ class NamedGaussian:
         (then ``Gaussian + Tensor``)."""
         dim, rank = self.prec_sqrt.shape[-2:]
         if rank > COMPRESSION_THRESHOLD * dim:
-            white_vec, prec_sqrt, shift = ga.compress(self.white_vec, self.prec_sqrt)
+            white_vec, prec_sqrt, shift = ga.compress(
+                self.white_vec, self.prec_sqrt, _FULL_RANK_COMPRESSION.get()
+            )
             compressed = NamedGaussian(white_vec, prec_sqrt, self.inputs)
             return compressed.funsor() + Tensor(shift, self.ints)
         # funsor's base constructor: goes through the active interpretation
@@ -682,4 +705,10 @@ def ops_only_gaussians():
     }
 
 
-__all__ = ["NamedGaussian", "interpret", "make_gaussian", "ops_only_gaussians"]
+__all__ = [
+    "NamedGaussian",
+    "full_rank_compression",
+    "interpret",
+    "make_gaussian",
+    "ops_only_gaussians",
+]

@@ -1,0 +1,110 @@
+"""Identities of a Cholesky factor ``L = cholesky(G)`` (``G = L L^T``) that
+let a program use ``G`` or a solve's right-hand side where funsor's
+Gaussians go through the factor:
+
+- ``L L^T = G``: a Gaussian whose square-root precision is a Cholesky
+  factor (compressed by Cholesky, or triangularized for sampling) forms its
+  precision ``L L^T`` again, often to factor it again; written as ``G``,
+  common subexpression elimination shares ``G``'s factor;
+- ``L (L^-1 u) = u``: its information vector ``P w`` where ``w`` was solved
+  from ``u`` by the same factor.
+
+Example::
+
+    >>> import numpy as np
+    >>> from funsor import ops
+    >>> from funsor_lowering import trace_function
+    >>> def refactor(g):  # cholesky(L L^T) is L
+    ...     chol = ops.cholesky(g)
+    ...     return ops.cholesky(ops.matmul(chol, ops.transpose(chol, -1, -2)))
+    >>> print(trace_function(refactor, {"g": np.eye(2)}))
+    OpProgram(g: real[2,2]) on numpy:
+      cholesky: real[2,2] = cholesky(g)
+      return cholesky
+"""
+
+from funsor import ops
+
+from ..extra_ops import getslice_op
+from .qr_algebra import swapped
+
+
+def cholesky_identities(editor, args, value_type):
+    """``matmul(*args)`` written without the product by a Cholesky factor
+    where one of the identities above applies, else ``None``."""
+    left, right = args
+    gram = _factored(editor, left)
+    if gram is None or value_type is None:
+        return None
+    if swapped(editor, right) is left:  # L L^T
+        return gram if editor.value_type(gram) == value_type else None
+    solved = _solved_by(editor, _as_matrix(editor, right), left)
+    if solved is None:
+        return None
+    if editor.value_type(solved) == value_type:  # L (L^-1 u)
+        return solved
+    return _as_vector(editor, solved, value_type)
+
+
+def _factored(editor, ref):
+    """``G`` where ``ref`` is ``cholesky(G)``, else ``None``."""
+    producer = editor.producer(ref)
+    if producer is None or not isinstance(producer.op, ops.CholeskyOp):
+        return None
+    return producer.args[0]
+
+
+def _solved_by(editor, ref, chol):
+    """``u`` where ``ref`` is ``triangular_solve(u, chol)`` (``chol^-1 u``,
+    ``chol`` lower triangular), else ``None``."""
+    producer = None if ref is None else editor.producer(ref)
+    if producer is None or not isinstance(producer.op, ops.TriangularSolveOp):
+        return None
+    u, factor = producer.args
+    defaults = producer.op.defaults
+    if factor is not chol or defaults["upper"] or defaults["transpose"]:
+        return None
+    return u
+
+
+def _as_matrix(editor, ref):
+    """The column ``m`` (shape ``(n, 1)``) where ``ref`` is the vector
+    ``m[:, 0]``, else ``ref``."""
+    producer = editor.producer(ref)
+    ref_type = editor.value_type(ref)
+    if producer is None or ref_type is None or len(ref_type.shape) != 1:
+        return ref  # (a batched vector would be a matrix to matmul)
+    if not isinstance(producer.op, ops.GetsliceOp):
+        return ref
+    (m,) = producer.args
+    m_type = editor.value_type(m)
+    if m_type is None or m_type.shape != ref_type.shape + (1,):
+        return ref
+    index = producer.op.defaults["index"]
+    index = index if isinstance(index, tuple) else (index,)
+    last = index[-1] if index else None
+    whole = all(
+        p is Ellipsis or p == slice(None) or p == slice(None, None, None)
+        for p in index[:-1]
+    )
+    return m if whole and last == 0 else ref
+
+
+def _as_vector(editor, column, value_type):
+    """``column`` (shape ``(n, 1)``) as a vector of ``value_type``: the
+    vector it reshapes, else its slice ``column[:, 0]``."""
+    column_type = editor.value_type(column)
+    if column_type is None or column_type.shape != value_type.shape + (1,):
+        return None
+    producer = editor.producer(column)
+    if producer is not None and isinstance(
+        producer.op, (ops.ReshapeOp, ops.UnsqueezeOp)
+    ):
+        (vector,) = producer.args
+        if editor.value_type(vector) == value_type:
+            return vector
+    first = getslice_op((slice(None), 0))
+    return editor.emit(first, (column,), False, value_type)
+
+
+__all__ = ["cholesky_identities"]
