@@ -43,6 +43,7 @@ from funsor import ops
 from ..backends import array_backend
 from ..extra_ops import getslice_op
 from .basic_index import expand_index, is_int, is_whole
+from .cat_parts import gather_of_cat_parts
 from .ir import ValueType
 
 
@@ -291,7 +292,8 @@ def _index_vector(editor, ref, backend):
 
 def cat_simplifier(program):
     """:func:`simplify_cat`, :func:`slice_of_gather` and
-    :func:`gather_as_slice` for ``program``'s backend."""
+    :func:`gather_as_slice` (else :func:`~funsor_lowering.program.cat_parts.
+    gather_of_cat_parts`) for ``program``'s backend."""
     backend = array_backend(program.backend)
 
     def simplify(editor, cat, args, value_type):
@@ -301,7 +303,14 @@ def cat_simplifier(program):
         return slice_of_gather(editor, index, gather, value_type, backend)
 
     def simplify_gather(editor, gather, args, value_type):
-        return gather_as_slice(editor, gather, args, value_type, backend)
+        simpler = gather_as_slice(editor, gather, args, value_type, backend)
+        if simpler is None:
+            positions = _index_vector(editor, args[1], backend)
+            if positions is not None:
+                simpler = gather_of_cat_parts(
+                    editor, gather, args, positions, value_type
+                )
+        return simpler
 
     return simplify, simplify_slice, simplify_gather
 

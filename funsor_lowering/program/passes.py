@@ -14,7 +14,9 @@ outputs on every input) and whether it changed. They edit programs through
   ``permute`` s folded into the ``einsum`` s they feed or follow, gathers
   at evenly spaced constant positions as strided slices,
   slices and concatenations of slices as fewer operations
-  (:mod:`~funsor_lowering.program.cat_slices`), basic slices in one
+  (:mod:`~funsor_lowering.program.cat_slices`), slices and gathers of
+  large concatenations from their parts, zero blocks merged
+  (:mod:`~funsor_lowering.program.cat_parts`), basic slices in one
   canonical spelling (so equal slices are equal operations), products with
   the factors of a QR written with its matrix
   (:mod:`~funsor_lowering.program.qr_algebra`) and with a Cholesky factor
@@ -73,6 +75,7 @@ from .basic_index import (
     takes_all,
 )
 from .broadcasts import defer_expands
+from .cat_parts import merge_zero_parts, slice_of_cat_parts, slice_of_zeros
 from .cat_slices import cat_simplifier, slice_of_cat
 from .cholesky_algebra import cholesky_identities
 from .editor import Editor, PassResult, Ref, pass_result
@@ -149,7 +152,10 @@ def simplify(program):
     def rule(editor, operation, args, value_type):
         op = operation.op
         if isinstance(op, ops.CatOp) and operation.packed:
-            return simplify_cat(editor, op, args, value_type)
+            simpler = merge_zero_parts(editor, op, args, value_type)
+            if simpler is None:
+                simpler = simplify_cat(editor, op, args, value_type)
+            return simpler
         shape = value_type.shape if value_type is not None else None
         if isinstance(op, (ops.PermuteOp, ops.TransposeOp)):
             dims = permutation_dims(op, shape)
@@ -203,6 +209,11 @@ def simplify(program):
             simpler = None
             if inner is not None and isinstance(inner.op, ops.CatOp) and inner.packed:
                 simpler = slice_of_cat(editor, index, inner, value_type)
+                if simpler is None:
+                    simpler = slice_of_cat_parts(editor, index, inner, value_type)
+            elif inner is not None and isinstance(inner.op, ops.NewZerosOp):
+                if not inner.packed:
+                    simpler = slice_of_zeros(editor, inner, value_type)
             elif inner is not None and isinstance(inner.op, ops.GetitemOp):
                 simpler = slice_of_gather(editor, index, inner, value_type)
             if inner is None or not isinstance(inner.op, ops.GetsliceOp):
