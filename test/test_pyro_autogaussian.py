@@ -215,6 +215,12 @@ def test_singular_compressed_precision_falls_back_to_funsor_qr_recipe():
             assert_matches(
                 actual.nodes[name]["value"], expected.nodes[name]["value"], rtol=1e-4
             )
-    ((program, _, full_rank),) = compiled._compiled_programs.values()
-    assert not full_rank
-    assert "QrOp" in _op_names(program)
+    with poutine.mask(mask=False):  # and the preconditioned program
+        expected = seeded(lambda: reference._sample_aux_values(temperature=0.5))
+        actual = seeded(lambda: compiled._sample_aux_values(temperature=0.5))
+    assert_matches(actual, expected, rtol=1e-4, atol=1e-6)
+    entries = list(compiled._compiled_programs.values())
+    assert len(entries) == 2
+    for program, _, full_rank in entries:
+        assert not full_rank
+        assert "QrOp" in _op_names(program)

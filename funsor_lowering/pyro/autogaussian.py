@@ -74,26 +74,25 @@ class AutoGaussianCompiled(AutoGaussianFunsor):
             entry = self._compile(particle_plates, plate_to_dim, params, rsample)
             self._compiled_programs[signature] = entry
         program, aux_shape, full_rank = entry
+        arrays = dict(params)
         if not rsample:
             sample_shape = torch.Size(f.size for f in particle_plates)
             noise = torch.randn(sample_shape + aux_shape)
             noise.mul_(temperature)
-            params["noise"] = noise
+            arrays["noise"] = noise
         rng_state = torch.get_rng_state() if full_rank else None
         try:
-            samples, log_prob = program(**params)
+            samples, log_prob = program(**arrays)
         except torch.linalg.LinAlgError:
             if not full_rank:
                 raise
             # a singular compressed precision: funsor's QR recipe handles it
-            params.pop("noise", None)
-            program, _, _ = self._compiled_programs[signature] = self._compile(
+            entry = self._compile(
                 particle_plates, plate_to_dim, params, rsample, full_rank=False
             )
-            if not rsample:
-                params["noise"] = noise
-            torch.set_rng_state(rng_state)
-            samples, log_prob = program(**params)
+            self._compiled_programs[signature] = entry
+            torch.set_rng_state(rng_state)  # the same draws again
+            samples, log_prob = entry[0](**arrays)
         if am_i_wrapped() and poutine.get_mask() is not False:
             pyro.factor(f"_{self._pyro_name}_latent", log_prob, has_rsample=True)
         return samples
