@@ -144,7 +144,8 @@ def simplify(program):
     """Algebraic simplification: identity layout ops, units of associative
     ops, double negation, composed permutes and transposes, permutes folded
     into einsums, slices of concatenations and gathers, strided
-    gathers as slices, canonical slices, QR and Cholesky identities, earlier
+    gathers as slices, selections from large concatenations' parts,
+    canonical slices, QR and Cholesky identities, earlier
     prototypes (see the module docstring)."""
     uses = _use_counts(program)
     simplify_cat, slice_of_gather, gather_as_slice = cat_simplifier(program)
