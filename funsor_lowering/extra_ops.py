@@ -1,6 +1,9 @@
 """Ops our lowering emits that ``funsor.ops`` lacks, written with backend-
 neutral array syntax, with shape rules. Funsor evaluates them like any op.
 
+- ``logsumexp_scan(alpha, steps)``: a chain's forward pass in log space
+  (an HMM's), which backends that run loops fast (jax: ``lax.scan``) get
+  in place of a log-depth parallel scan.
 - ``take(x, index)``: ``x[index]``, rows of ``x`` picked by an integer array
   (the one gather a lowered program needs; funsor's ``GetitemOp`` means a
   scalar index whose batch dims are named, so it cannot express this).
@@ -36,6 +39,27 @@ def find_domain_take(op, x, index):
     return Array[x.dtype, tuple(index.shape) + tuple(x.shape[1:])]
 
 
+@ops.BinaryOp.make(module_name="funsor_lowering.extra_ops")
+def logsumexp_scan(alpha, steps):
+    """A chain's forward pass in log space: ``alpha`` (``[..., S]``) carried
+    through ``steps`` (``[..., N, S, S]``, ``step[i, j]`` scoring a move
+    from state ``i`` to ``j``) in order, ``alpha = logsumexp(alpha[..., :,
+    None] + step, -2)`` per step: an HMM's forward filter. Leading batch
+    axes broadcast. Backends register loops (jax: one ``lax.scan``)."""
+    for n in range(steps.shape[-3]):
+        alpha = ops.logsumexp(ops.unsqueeze(alpha, -1) + steps[..., n, :, :], -2)
+    return alpha
+
+
+LogsumexpScanOp = type(logsumexp_scan)
+
+
+@find_domain.register(LogsumexpScanOp)
+def find_domain_logsumexp_scan(op, alpha, steps):
+    batch = np.broadcast_shapes(alpha.shape[:-1], steps.shape[:-3])
+    return Array[alpha.dtype, tuple(batch) + tuple(alpha.shape[-1:])]
+
+
 @ops.UnaryOp.make(module_name="funsor_lowering.extra_ops")
 def tuple_item(x, index=0):
     """Output ``index`` of an op with several outputs (``ops.qr``,
@@ -51,6 +75,7 @@ __all__ = [
     "CategoricalSampleOp",
     "DistributionLogProbOp",
     "DistributionSampleOp",
+    "LogsumexpScanOp",
     "RandnWithKeyOp",
     "SplitKeyOp",
     "TakeOp",
@@ -58,6 +83,7 @@ __all__ = [
     "categorical_sample",
     "distribution_log_prob",
     "distribution_sample",
+    "logsumexp_scan",
     "randn_with_key",
     "split_key",
     "take",

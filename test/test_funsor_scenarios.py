@@ -28,8 +28,10 @@ from funsor.terms import Variable
 from funsor.testing import randn
 
 from funsor_lowering import compile_function, compile_funsor
+from funsor_lowering.backends import array_backend
 from funsor_lowering.errors import IntermediateTooLargeError
 
+from .conftest import BACKEND
 from .helpers import assert_matches, check_compiled, random_arrays
 from .test_compile_function import check_function
 
@@ -288,7 +290,9 @@ def test_sum_product_built_under_reflect_alone_is_planned(sum_op, prod_op, emiss
     with reflect:
         expr = sum_product(sum_op, prod_op, factors, eliminate, frozenset())
     program = compile_funsor(expr)
-    assert _largest_value(program) <= 10 * 10
+    scans = prod_op is ops.add and array_backend(BACKEND).scans_chains
+    # no joint of three variables: pairs, or every step stacked for a scan
+    assert _largest_value(program) <= (49 if scans else 1) * 10 * 10
     arrays = random_arrays(expr.inputs)
     if prod_op is ops.mul:  # keep the product of 50 factors finite
         arrays = {k: ops.exp(v * 0.1) * 0.3 for k, v in arrays.items()}

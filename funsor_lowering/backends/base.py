@@ -18,6 +18,9 @@ class ArrayBackend:
     # Op type -> a faster implementation with the same signature and results
     # as funsor's, used by generated programs on this backend's arrays.
     fast_implementations = {}
+    # Whether chains in log space (HMMs) run faster as one sequential
+    # forward pass (``extra_ops.logsumexp_scan``) than as a parallel scan.
+    scans_chains = False
 
     def fast_implementation(self, op_type, params):
         """A faster implementation of ``op_type`` called with its parameter

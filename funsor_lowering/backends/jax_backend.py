@@ -85,6 +85,8 @@ class JaxBackend(ArrayBackend):
         return super().fast_call(op_type, operands, params, dispatched)
 
     keyed = True
+    # XLA runs a lax.scan's steps for a fraction of a parallel scan's levels
+    scans_chains = True
     # funsor 0.4.8's logaddexp calls ops.max and ops.detach through
     # dispatch; a keyed draw is funsor's jax randn without ops.randn's
     fast_implementations = {

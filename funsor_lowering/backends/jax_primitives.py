@@ -32,7 +32,7 @@ import jax  # noqa: E402
 from funsor import ops  # noqa: E402
 from jax import lax  # noqa: E402
 
-from ..extra_ops import RandnWithKeyOp, SplitKeyOp  # noqa: E402
+from ..extra_ops import LogsumexpScanOp, RandnWithKeyOp, SplitKeyOp  # noqa: E402
 
 
 def specialize(op_type, operands, params):
@@ -173,6 +173,23 @@ def _logsumexp(operands, axis=None, keepdims=False):
     )
 
 
+def _logsumexp_scan(operands):
+    from jax.scipy.special import logsumexp
+
+    alpha, steps = operands
+    batch = tuple(jax.numpy.broadcast_shapes(alpha.shape[:-1], tuple(steps.shape[:-3])))
+
+    def step(carry, matrix):
+        return logsumexp(carry[..., :, None] + matrix, -2), None
+
+    def scan(alpha, steps):
+        alpha = jax.numpy.broadcast_to(alpha, batch + alpha.shape[-1:])
+        steps = jax.numpy.moveaxis(steps, -3, 0)
+        return lax.scan(step, alpha, steps)[0]
+
+    return _compiled(("logsumexp_scan", batch), scan)
+
+
 def _split_key(operands, index=0, num=2):
     return _compiled(("split_key", index, num), lambda key: _split(key, num)[index])
 
@@ -244,4 +261,5 @@ _SPECIALIZERS = {
     ops.UnsqueezeOp: _unsqueeze,
     ops.CatOp: _cat,
     ops.LogsumexpOp: _logsumexp,
+    LogsumexpScanOp: _logsumexp_scan,
 }

@@ -6,6 +6,7 @@ import numpy as np
 from funsor import ops
 
 from ..dtypes import dtype_kind
+from ..extra_ops import LogsumexpScanOp
 from . import numpy_lapack
 from .base import ArrayBackend, python_literal
 
@@ -48,6 +49,13 @@ def logsumexp(x, axis=None, keepdims=False):
         total = np.log(np.sum(np.exp(x - shift), axis=axis, keepdims=True))
     total = total + shift
     return total if keepdims else np.squeeze(total, axis=axis)
+
+
+def logsumexp_scan(alpha, steps):
+    """``extra_ops.logsumexp_scan``: one add and one reduction per step."""
+    for n in range(steps.shape[-3]):
+        alpha = logsumexp(alpha[..., :, None] + steps[..., n, :, :], -2)
+    return alpha
 
 
 @functools.cache
@@ -120,6 +128,7 @@ class NumpyBackend(ArrayBackend):
         ops.LogsumexpOp: logsumexp,
         ops.LogaddexpOp: np.logaddexp,
         ops.CholeskyInverseOp: cholesky_inverse,
+        LogsumexpScanOp: logsumexp_scan,
     }
     if np.lib.NumpyVersion(np.__version__) >= "2.0.0":  # batched linalg.qr
         fast_implementations[ops.QrOp] = qr

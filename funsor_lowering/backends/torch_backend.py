@@ -15,7 +15,7 @@ import torch.fx
 from funsor import ops
 
 from ..dtypes import dtype_kind
-from ..extra_ops import categorical_sample
+from ..extra_ops import LogsumexpScanOp, categorical_sample
 from ..structure import iter_leaves, map_leaves
 from .base import ArrayBackend, nested_outputs, python_literal, signature_of
 
@@ -73,6 +73,8 @@ class TorchBackend(ArrayBackend):
     def fast_implementation(self, op_type, params):
         if op_type is ops.LogsumexpOp and params and params[0] is not None:
             return torch.logsumexp  # (x, dim, keepdim), as funsor's wrapper calls it
+        if op_type is LogsumexpScanOp:
+            return _logsumexp_scan
         return None
 
     def to_numpy(self, array):
@@ -132,6 +134,12 @@ class TorchBackend(ArrayBackend):
 
 
 @categorical_sample.register(typing.Tuple[torch.Tensor, ...])  # noqa: UP006
+def _logsumexp_scan(alpha, steps):
+    for n in range(steps.shape[-3]):
+        alpha = torch.logsumexp(alpha.unsqueeze(-1) + steps[..., n, :, :], -2)
+    return alpha
+
+
 def _categorical_sample(args, sample_shape=(), keyed=False):
     dist = torch.distributions.Categorical(logits=args[0])
     return dist.sample(tuple(sample_shape))

@@ -45,6 +45,25 @@ def expand_index(index, rank):
     return parts
 
 
+def unit_slices(parts, shape):
+    """Expanded index ``parts`` into an array of ``shape`` with each integer
+    that a new axis follows written as a slice of one: ``x[k, None]`` is
+    ``x[k:k + 1]``.
+
+    >>> unit_slices([3, None, slice(None)], (5, 2))
+    [slice(3, 4, None), slice(None, None, None)]
+    """
+    result, axis = [], 0
+    for part in parts:
+        if part is None and result and is_int(result[-1]):
+            k = result[-1] % shape[axis - 1]
+            result[-1] = slice(k, k + 1)
+            continue
+        result.append(part)
+        axis += part is not None
+    return result
+
+
 def is_whole(part, size):
     """Whether ``part`` of an index is a slice taking all of a dim of
     ``size``, in order.

@@ -42,7 +42,7 @@ from funsor import ops
 
 from ..backends import array_backend
 from ..extra_ops import getslice_op
-from .basic_index import expand_index, is_int, is_whole
+from .basic_index import expand_index, is_int, is_whole, unit_slices
 from .cat_parts import gather_of_cat_parts
 from .ir import ValueType
 
@@ -89,6 +89,8 @@ def _piece(editor, ref, axis):
         return None
     shape = source_type.shape
     parts = expand_index(producer.op.defaults["index"], len(shape))
+    if parts is not None:
+        parts = unit_slices(parts, shape)  # x[k, None] is x[k:k + 1]
     if parts is None or any(p is None for p in parts):
         return None
     kept = [k for k, p in enumerate(parts) if not is_int(p)]

@@ -10,19 +10,23 @@
   log of the result shifted back);
 - any other semiring pair (``(max, add)``, ``(min, add)``, ``(max, mul)``
   ...), or terms with event shapes: broadcast ``bin_op`` over the union of
-  batch inputs, then an axis reduction with ``red_op``.
+  batch inputs, then an axis reduction with ``red_op``;
+- on backends that run loops fast (jax), a chain in log space (an HMM's
+  factors) is one forward-pass op (``rules/chains.py``).
 """
 
 import functools
 import math
 import string
 
+import funsor
 import opt_einsum
 from funsor import ops
 from funsor.cnf import Contraction
 from funsor.ops import AssociativeOp
 from funsor.terms import Binary, Funsor, Reduce, Unary
 
+from ..backends import array_backend
 from ..layout import (
     align,
     apply,
@@ -34,6 +38,7 @@ from ..layout import (
 )
 from ..lowering import Lowered, build, lowering_rule
 from ..program.vectorize import MIN_GROUP
+from .chains import find_chain, lower_chain
 from .elementwise import require_values
 from .reductions import lower_reduce, reduce_batch, unsupported_reduction
 
@@ -284,6 +289,10 @@ def contract_planned(red_op, bin_op, terms, names_reduced):
     output = "".join(c for n, c in letters.items() if n not in names_reduced)
     operands = list(terms)
     logspace = type(red_op) is ops.LogaddexpOp
+    if logspace and array_backend(funsor.get_backend()).scans_chains:
+        chain = find_chain(terms, names_reduced)
+        if chain is not None:
+            return lower_chain(chain, terms, names_reduced)
     shapes = [t.batch_shape for t in terms]
     for positions, equation in einsum_path(
         inputs, output, shapes, batchable=_slices_of_one_array(terms)

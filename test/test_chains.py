@@ -1,0 +1,206 @@
+"""Chains in log space (HMM forward passes): compiled programs equal funsor's
+eager evaluation, and on backends that loop fast (jax) they are one
+``logsumexp_scan`` (``rules/chains.py``) whose gradients, ``vmap``,
+``jit``, code and pickles agree too."""
+
+import pickle
+
+import funsor
+import numpy as np
+import pytest
+from funsor import ops
+from funsor.domains import Bint, Reals
+from funsor.tensor import Tensor
+from funsor.terms import Variable
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from funsor_lowering import compile_funsor
+from funsor_lowering.backends import array_backend
+from funsor_lowering.extra_ops import LogsumexpScanOp
+from funsor_lowering.rules.chains import SCAN_MIN_STEPS
+
+from .conftest import BACKEND
+from .helpers import (
+    assert_matches,
+    backend_randn,
+    chain_sum_product,
+    check_compiled,
+    data_of,
+    evaluate,
+    to_numpy,
+)
+
+SCANS = array_backend(BACKEND).scans_chains
+
+
+def scans_in(program):
+    return sum(isinstance(o.op, LogsumexpScanOp) for o in program.operations)
+
+
+def hmm(steps, states, init=True, emit=(), flipped=(), reverse=False):
+    """An HMM's factors over ``x0 .. x{steps}`` from program inputs: an
+    initial factor of ``x0``, transitions ``trans[t]`` of ``(x{t-1}, x{t})``
+    (of ``(x{t}, x{t-1})`` for ``t`` in ``flipped``), emissions ``emit[t]``
+    of ``x{t}`` for ``t`` in ``emit``; in reverse order if ``reverse``."""
+    trans = Variable("trans", Reals[steps + 1, states, states])
+    emission = Variable("emit", Reals[steps + 1, states])
+    factors = [Variable("init", Reals[states])["x0"]] if init else []
+    for t in range(1, steps + 1):
+        pair = (f"x{t}", f"x{t - 1}") if t in flipped else (f"x{t - 1}", f"x{t}")
+        factors.append(trans[t][pair])
+    factors += [emission[t][f"x{t}"] for t in sorted(emit)]
+    return factors[::-1] if reverse else factors
+
+
+@st.composite
+def chains(draw):
+    steps = draw(st.integers(SCAN_MIN_STEPS, 9))
+    positions = st.sets(st.integers(0, steps))
+    return dict(
+        steps=steps,
+        states=draw(st.integers(1, 3)),
+        init=draw(st.booleans()),
+        emit=draw(positions),
+        flipped=draw(st.sets(st.integers(1, steps))),
+        reverse=draw(st.booleans()),
+    ), draw(st.booleans())
+
+
+@settings(max_examples=25)
+@given(chains())
+def test_chains_compile_to_what_funsor_computes(chain):
+    spec, keep_last = chain
+    factors = hmm(**spec)
+    steps = spec["steps"]
+    kept = {f"x{steps}"} if keep_last else set()
+    with funsor.interpretations.reflect:
+        expr = funsor.sum_product.sum_product(
+            ops.logaddexp,
+            ops.add,
+            factors,
+            frozenset(f"x{t}" for t in range(steps + 1)) - kept,
+            frozenset(),
+        )
+        expr = funsor.optimizer.apply_optimizer(expr)
+    program = check_compiled(expr)
+    assert scans_in(program) == (1 if SCANS else 0), program
+
+
+def test_an_hmm_with_emissions_is_a_few_ops_around_one_scan():
+    factors = hmm(50, 4, emit=range(51))
+    program = compile_funsor(chain_sum_product(factors, 51))
+    if SCANS:  # stacked steps: slices of the inputs, one add, one scan
+        assert scans_in(program) == 1 and len(program.operations) <= 9, program
+    else:  # the planner's rounds of pairwise steps, batched per round
+        assert scans_in(program) == 0 and len(program.operations) <= 120, program
+
+
+def test_a_chain_with_other_factors_is_left_to_the_planner():
+    """A factor linking three inputs breaks the chain: no scan, same value."""
+    factors = hmm(6, 2)
+    factors.append(Variable("w", Reals[2, 2, 2])["x1", "x2", "x3"])
+    program = check_compiled(chain_sum_product(factors, 7))
+    assert scans_in(program) == 0
+
+
+def _trans_of_x0_and_x_t():
+    # x0 linked to x1 ... and to x6: a cycle, not a path
+    factors = hmm(6, 2)
+    factors.append(Variable("w", Reals[2, 2])["x6", "x0"])
+    return factors
+
+
+def test_a_cycle_is_left_to_the_planner():
+    program = check_compiled(chain_sum_product(_trans_of_x0_and_x_t(), 7))
+    assert scans_in(program) == 0
+
+
+@pytest.mark.parametrize("shape", [(), (3,)])
+def test_the_backend_scan_is_funsors_forward_pass(shape):
+    """The backend's ``logsumexp_scan`` against funsor's eager sum-product
+    of the same factors (leading batch axes as a named batch input)."""
+    from funsor.sum_product import sum_product
+
+    steps, states = 5, 3
+    alpha = backend_randn(*shape, states)
+    matrices = backend_randn(*shape, steps, states, states)
+    batch = {"b": Bint[shape[0]]} if shape else {}
+    factors = [Tensor(alpha, batch)["x0"]] + [
+        Tensor(matrices[..., t, :, :], batch)[f"x{t}", f"x{t + 1}"]
+        for t in range(steps)
+    ]
+    expected = sum_product(
+        ops.logaddexp,
+        ops.add,
+        factors,
+        frozenset(f"x{t}" for t in range(steps)),
+        frozenset(),
+    ).align(tuple(batch) + (f"x{steps}",))
+    backend = array_backend(BACKEND)
+    function, extra, kwargs = backend.fast_call(
+        LogsumexpScanOp, (alpha, matrices), (), None
+    )
+    assert_matches(function(alpha, matrices, *extra, **kwargs), expected.data)
+
+
+def test_a_scan_over_no_steps_is_its_initial_value():
+    backend = array_backend(BACKEND)
+    alpha, matrices = backend_randn(3), backend_randn(0, 3, 3)
+    function, extra, kwargs = backend.fast_call(
+        LogsumexpScanOp, (alpha, matrices), (), None
+    )
+    assert_matches(function(alpha, matrices, *extra, **kwargs), alpha)
+
+
+def _hmm_program_and_arrays(steps=8, states=3):
+    factors = hmm(steps, states, emit=range(steps + 1))
+    expr = chain_sum_product(factors, steps + 1)
+    arrays = {
+        "init": backend_randn(states),
+        "trans": backend_randn(steps + 1, states, states),
+        "emit": backend_randn(steps + 1, states),
+    }
+    return expr, compile_funsor(expr), arrays
+
+
+def test_chain_programs_vmap_as_a_loop_does():
+    expr, program, arrays = _hmm_program_and_arrays()
+    batched = {k: backend_randn(4, *np.shape(v)) for k, v in arrays.items()}
+    vmapped = program.vmap({"init": 0, "trans": 0, "emit": None})
+    actual = vmapped(init=batched["init"], trans=batched["trans"], emit=arrays["emit"])
+    for i in range(4):
+        one = dict(arrays, init=batched["init"][i], trans=batched["trans"][i])
+        assert_matches(actual[i], data_of(evaluate(expr, one)))
+
+
+def test_chain_programs_jit_and_pickle():
+    expr, program, arrays = _hmm_program_and_arrays()
+    expected = data_of(evaluate(expr, arrays))
+    assert_matches(program.jit()(**arrays), expected)
+    assert_matches(pickle.loads(pickle.dumps(program))(**arrays), expected)
+
+
+@pytest.mark.skipif(BACKEND == "numpy", reason="numpy has no autodiff")
+def test_chain_gradients_are_funsors():
+    expr, program, arrays = _hmm_program_and_arrays()
+
+    def eager(trans):
+        return data_of(evaluate(expr, dict(arrays, trans=trans)))
+
+    def compiled(trans):
+        return program(**dict(arrays, trans=trans))
+
+    if BACKEND == "jax":
+        import jax
+
+        actual = jax.grad(compiled)(arrays["trans"])
+        expected = jax.grad(eager)(arrays["trans"])
+    else:
+        import torch
+
+        trans = arrays["trans"].clone().requires_grad_()
+        (actual,) = torch.autograd.grad(compiled(trans), [trans])
+        (expected,) = torch.autograd.grad(eager(trans), [trans])
+    assert_matches(actual, expected)
+    assert np.abs(to_numpy(expected)).sum() > 0
