@@ -133,13 +133,13 @@ class TorchBackend(ArrayBackend):
         return torch.as_tensor(array)
 
 
-@categorical_sample.register(typing.Tuple[torch.Tensor, ...])  # noqa: UP006
 def _logsumexp_scan(alpha, steps):
     for n in range(steps.shape[-3]):
         alpha = torch.logsumexp(alpha.unsqueeze(-1) + steps[..., n, :, :], -2)
     return alpha
 
 
+@categorical_sample.register(typing.Tuple[torch.Tensor, ...])  # noqa: UP006
 def _categorical_sample(args, sample_shape=(), keyed=False):
     dist = torch.distributions.Categorical(logits=args[0])
     return dist.sample(tuple(sample_shape))

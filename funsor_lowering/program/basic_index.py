@@ -74,6 +74,18 @@ def is_whole(part, size):
     return isinstance(part, slice) and part.indices(size) == (0, size, 1)
 
 
+def sliced_shape(parts, shape):
+    """The shape of ``x[parts]`` for ``x`` of ``shape``, ``parts`` one int or
+    slice per dim.
+
+    >>> sliced_shape([1, slice(0, 4, 2)], (3, 5))
+    (2,)
+    """
+    return tuple(
+        len(range(*p.indices(n))) for p, n in zip(parts, shape) if not is_int(p)
+    )
+
+
 def takes_all(index, shape):
     """Whether ``x[index]`` is all of ``x`` (of ``shape``), unchanged.
 

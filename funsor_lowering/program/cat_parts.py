@@ -40,7 +40,7 @@ import numpy as np
 from funsor import ops
 
 from ..extra_ops import getslice_op
-from .basic_index import expand_index, is_int, is_whole
+from .basic_index import expand_index, is_int, is_whole, sliced_shape
 from .ir import ValueType
 
 # Concatenations this large (in elements) are sliced through their parts.
@@ -188,16 +188,9 @@ def _large_cat_types(editor, cat):
 def _sliced(editor, ref, ref_type, parts):
     """``ref[parts]`` (``parts``: one slice or int per dim), or ``ref``
     itself where ``parts`` take it whole."""
-    if all(
-        isinstance(p, slice) and is_whole(p, n) for p, n in zip(parts, ref_type.shape)
-    ):
+    if all(is_whole(p, n) for p, n in zip(parts, ref_type.shape)):
         return ref
-    shape = tuple(
-        len(range(*p.indices(n)))
-        for p, n in zip(parts, ref_type.shape)
-        if not is_int(p)
-    )
-    value_type = ValueType(shape, ref_type.kind)
+    value_type = ValueType(sliced_shape(parts, ref_type.shape), ref_type.kind)
     return editor.emit(getslice_op(tuple(parts)), (ref,), False, value_type)
 
 

@@ -42,7 +42,7 @@ from funsor import ops
 
 from ..backends import array_backend
 from ..extra_ops import getslice_op
-from .basic_index import expand_index, is_int, is_whole, unit_slices
+from .basic_index import expand_index, is_int, is_whole, sliced_shape, unit_slices
 from .cat_parts import gather_of_cat_parts
 from .ir import ValueType
 
@@ -69,12 +69,7 @@ class _Piece:
         parts = list(self.parts)
         parts[self.dim] = slice(self.start, self.stop, 1)
         source_type = editor.value_type(self.source)
-        shape = tuple(
-            len(range(*p.indices(n)))
-            for p, n in zip(parts, source_type.shape)
-            if not is_int(p)
-        )
-        value_type = ValueType(shape, source_type.kind)
+        value_type = ValueType(sliced_shape(parts, source_type.shape), source_type.kind)
         return editor.emit(getslice_op(tuple(parts)), (self.source,), False, value_type)
 
 

@@ -26,6 +26,7 @@ Example::
 from funsor import ops
 
 from ..extra_ops import getslice_op
+from .basic_index import expand_index, is_int, is_whole
 from .qr_algebra import swapped
 
 
@@ -80,14 +81,10 @@ def _as_matrix(editor, ref):
     m_type = editor.value_type(m)
     if m_type is None or m_type.shape != ref_type.shape + (1,):
         return ref
-    index = producer.op.defaults["index"]
-    index = index if isinstance(index, tuple) else (index,)
-    last = index[-1] if index else None
-    whole = all(
-        p is Ellipsis or p == slice(None) or p == slice(None, None, None)
-        for p in index[:-1]
-    )
-    return m if whole and last == 0 else ref
+    parts = expand_index(producer.op.defaults["index"], 2)
+    if parts is None or len(parts) != 2 or not is_whole(parts[0], m_type.shape[0]):
+        return ref
+    return m if is_int(parts[1]) and parts[1] == 0 else ref
 
 
 def _as_vector(editor, column, value_type):
