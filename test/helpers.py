@@ -216,9 +216,9 @@ def run_example(name, *args, env=None):
     )
 
 
-def chain_sum_product(factors, T):
+def chain_sum_product(factors, T, kept=frozenset()):
     """funsor's log-space ``sum_product`` of chain ``factors`` over
-    ``x0 .. x{T-1}``, built under ``reflect`` and planned by
+    ``x0 .. x{T-1}`` but ``kept``, built under ``reflect`` and planned by
     ``apply_optimizer`` (what a funsor user compiles)."""
     from funsor import ops
     from funsor.interpretations import reflect
@@ -230,7 +230,7 @@ def chain_sum_product(factors, T):
             ops.logaddexp,
             ops.add,
             factors,
-            frozenset(f"x{t}" for t in range(T)),
+            frozenset(f"x{t}" for t in range(T)) - frozenset(kept),
             frozenset(),
         )
         return apply_optimizer(expr)
