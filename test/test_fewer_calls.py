@@ -507,6 +507,100 @@ def test_ffbs_factors_each_precision_once():
         assert a.shape != b.shape or not np.allclose(a, b)
 
 
+# ----------------------------------------------------------- vector products
+def _rows_times(spelling):
+    """``v @ m`` for a batch of row vectors ``v``, as funsor's Gaussians
+    write it: through a unit axis, added and dropped by slicing or reshape."""
+
+    def product(v, m):
+        *batch, n = v.shape
+        if spelling == "slice":
+            rows = ops.getslice(v, (Ellipsis, None, slice(None)))
+        else:
+            rows = ops.ReshapeOp(shape=(*batch, 1, n))(v)
+        out = ops.matmul(rows, m)
+        if spelling == "slice":
+            return ops.getslice(out, (Ellipsis, 0, slice(None)))
+        return ops.ReshapeOp(shape=(*batch, out.shape[-1]))(out)
+
+    return product
+
+
+def _matrix_times_columns(spelling):
+    """``m @ v`` for a batch of column vectors ``v``, through a unit axis."""
+
+    def product(v, m):
+        *batch, n = v.shape
+        if spelling == "slice":
+            columns = ops.getslice(v, (Ellipsis, None))
+        else:
+            columns = ops.ReshapeOp(shape=(*batch, n, 1))(v)
+        out = ops.matmul(m, columns)
+        if spelling == "slice":
+            return ops.getslice(out, (Ellipsis, 0))
+        return ops.ReshapeOp(shape=(*batch, out.shape[-2]))(out)
+
+    return product
+
+
+@given(
+    batch=st.lists(st.integers(1, 3), max_size=2).map(tuple),
+    n=st.integers(1, 4),
+    k=st.integers(1, 4),
+    rows=st.booleans(),
+    spelling=st.sampled_from(["slice", "reshape"]),
+    batched_matrix=st.booleans(),
+)
+def test_vector_products_drop_their_unit_axis_where_the_matrix_has_no_batch(
+    batch, n, k, rows, spelling, batched_matrix
+):
+    # (v[..., None, :] @ m)[..., 0, :] is v @ m, and (m @ v[..., None])[..., 0]
+    # is v @ m^T, for a matrix m without batch axes: one or two calls, not three
+    from funsor_lowering import trace_function
+
+    matrix_batch = batch if batched_matrix else ()
+    if rows:
+        fn, m = _rows_times(spelling), backend_randn(*matrix_batch, n, k)
+    else:
+        fn, m = _matrix_times_columns(spelling), backend_randn(*matrix_batch, k, n)
+    arrays = {"v": backend_randn(*batch, n), "m": m}
+    program = trace_function(fn, arrays)
+    names = sorted(type(o.op).__name__ for o in program.operations)
+    if not (batched_matrix and batch):
+        expected = ["MatmulOp"] if rows else ["MatmulOp", "TransposeOp"]
+        assert names == expected, program
+    else:  # a batch of matrices: the products keep their unit axes
+        assert names.count("MatmulOp") == 1 and len(names) == 3, program
+    assert_matches(program(**arrays), fn(**arrays), rtol=1e-5, atol=1e-5)
+
+
+def test_ffbs_multiplies_vectors_without_unit_axes():
+    # funsor's backward sampling multiplies each batch of draws by a factor:
+    # no product of a unit-axis row or column with a matrix is left
+    from benchmarks.cases import FFBS, random_inputs
+
+    case = FFBS()
+    program = case.program(random_inputs(case))
+    shapes = [getattr(t, "shape", None) for t in program.value_types]
+    first = program.first_operation
+    reshaped = {  # values whose unit axis a reshape drops
+        a
+        for o in program.operations
+        if isinstance(o.op, ops.ReshapeOp)
+        for a in o.args
+        if len(shapes[a]) == len(o.op.defaults["shape"]) + 1
+    }
+    products = 0
+    for k, operation in enumerate(program.operations, first):
+        if isinstance(operation.op, ops.MatmulOp):
+            left, right = (shapes[a] for a in operation.args)
+            products += 1
+            if k in reshaped:
+                assert len(right) != 2 or left[-2] != 1, program
+                assert len(left) != 2 or right[-1] != 1, program
+    assert products > 20
+
+
 # -------------------------------------------------------------------- matmuls
 EINSUMS = [
     ("...ij,...jk->...ik", (5, 2, 3), (5, 3, 4)),

@@ -71,3 +71,28 @@ def test_python_number_operands_take_the_backend_function_too():
     arrays = random_arrays(expr.inputs)
     program(**arrays)
     assert funsor_op_calls(lambda: program(**arrays)) == {}
+
+
+@pytest.mark.skipif(
+    __import__("funsor").get_backend() != "torch", reason="torch's functions"
+)
+@pytest.mark.parametrize("name", ["kalman_T10", "ffbs_5"])
+def test_torch_bodies_call_torch_where_funsors_wrappers_only_pick_arguments(name):
+    # funsor's torch sum / cholesky / log / diagonal / new_zeros are Python
+    # functions around one torch call each: bodies call torch directly
+    from funsor import ops
+
+    from funsor_lowering.program.codegen import evaluate
+
+    case = next(c for c in CASES if c.name == name)
+    arrays = random_inputs(case)
+    program = case.program(arrays)
+    _, resolved = evaluate(program, program.validate(arrays))
+    direct = (ops.SumOp, ops.CholeskyOp, ops.LogOp, ops.DiagonalOp, ops.NewZerosOp)
+    seen = collections.Counter()
+    for operation, (impl, _, _) in zip(program.operations, resolved):
+        if isinstance(operation.op, direct):
+            seen[type(operation.op).__name__] += 1
+            module = getattr(impl, "__module__", None) or ""
+            assert not module.startswith("funsor"), (operation, impl)
+    assert set(seen) == {c.__name__ for c in direct}, seen

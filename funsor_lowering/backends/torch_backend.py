@@ -24,6 +24,15 @@ from .base import ArrayBackend, nested_outputs, python_literal, signature_of
 STAND_IN_ELEMENTS = 1 << 22
 
 
+# Reductions ``op(x, axis, keepdims)`` as torch's ``f(x, dim, keepdim=)``.
+_TORCH_REDUCTIONS = {
+    ops.SumOp: torch.sum,
+    ops.AmaxOp: torch.amax,
+    ops.AminOp: torch.amin,
+    ops.MeanOp: torch.mean,
+}
+
+
 class TorchBackend(ArrayBackend):
     name = "torch"
     array_type_name = "torch.Tensor"
@@ -76,6 +85,29 @@ class TorchBackend(ArrayBackend):
         if op_type is LogsumexpScanOp:
             return _logsumexp_scan
         return None
+
+    def fast_call(self, op_type, operands, params, dispatched):
+        # torch's own functions where funsor's wrappers only pick arguments
+        # (shapes and dtypes are fixed per body, so the choice is made once)
+        if op_type in _TORCH_REDUCTIONS and len(operands) == 1:
+            axis, keepdims = params
+            if axis is not None:
+                return _TORCH_REDUCTIONS[op_type], (axis,), {"keepdim": keepdims}
+            if not keepdims:
+                return _TORCH_REDUCTIONS[op_type], (), {}
+        (x, *_) = operands
+        if not isinstance(x, torch.Tensor):
+            return super().fast_call(op_type, operands, params, dispatched)
+        if op_type is ops.CholeskyOp and x.dim() >= 2 and x.shape[-1] > 1:
+            return torch.linalg.cholesky, (), {}
+        if op_type is ops.LogOp and x.is_floating_point():
+            return torch.log, (), {}
+        if op_type is ops.DiagonalOp:
+            dim1, dim2 = params
+            return torch.diagonal, (), {"dim1": dim1, "dim2": dim2}
+        if op_type is ops.NewZerosOp:
+            return torch.Tensor.new_zeros, tuple(params), {}
+        return super().fast_call(op_type, operands, params, dispatched)
 
     def to_numpy(self, array):
         return array.detach().cpu().numpy()

@@ -86,6 +86,26 @@ def sliced_shape(parts, shape):
     )
 
 
+def keeps_order(index, shape):
+    """Whether ``x[index]`` (``x`` of ``shape``) is all of ``x``'s elements
+    in order, reshaped: new axes, whole slices, and ints only into axes of
+    size one.
+
+    >>> keeps_order((slice(None), None, Ellipsis, 0), (4, 2, 1))
+    True
+    >>> keeps_order((0,), (2, 3)), keeps_order((slice(None, None, -1),), (2,))
+    (False, False)
+    """
+    parts = expand_index(index, len(shape))
+    if parts is None:
+        return False
+    dims = [p for p in parts if p is not None]
+    return all(
+        is_whole(p, n) or (is_int(p) and n == 1 and p in (0, -1))
+        for p, n in zip(dims, shape)
+    )
+
+
 def takes_all(index, shape):
     """Whether ``x[index]`` is all of ``x`` (of ``shape``), unchanged.
 

@@ -25,9 +25,8 @@ Example::
 
 from funsor import ops
 
-from ..extra_ops import getslice_op
-from .basic_index import expand_index, is_int, is_whole
 from .qr_algebra import swapped
+from .vector_products import reshapes
 
 
 def cholesky_identities(editor, args, value_type):
@@ -70,38 +69,28 @@ def _solved_by(editor, ref, chol):
 
 def _as_matrix(editor, ref):
     """The column ``m`` (shape ``(n, 1)``) where ``ref`` is the vector
-    ``m[:, 0]``, else ``ref``."""
-    producer = editor.producer(ref)
+    ``m[:, 0]`` (as a reshape or a slice), else ``ref``."""
     ref_type = editor.value_type(ref)
-    if producer is None or ref_type is None or len(ref_type.shape) != 1:
+    if ref_type is None or len(ref_type.shape) != 1:
         return ref  # (a batched vector would be a matrix to matmul)
-    if not isinstance(producer.op, ops.GetsliceOp):
-        return ref
-    (m,) = producer.args
-    m_type = editor.value_type(m)
+    m = reshapes(editor, ref)
+    m_type = None if m is None else editor.value_type(m)
     if m_type is None or m_type.shape != ref_type.shape + (1,):
         return ref
-    parts = expand_index(producer.op.defaults["index"], 2)
-    if parts is None or len(parts) != 2 or not is_whole(parts[0], m_type.shape[0]):
-        return ref
-    return m if is_int(parts[1]) and parts[1] == 0 else ref
+    return m
 
 
 def _as_vector(editor, column, value_type):
     """``column`` (shape ``(n, 1)``) as a vector of ``value_type``: the
-    vector it reshapes, else its slice ``column[:, 0]``."""
+    vector it reshapes, else the reshaped column."""
     column_type = editor.value_type(column)
     if column_type is None or column_type.shape != value_type.shape + (1,):
         return None
-    producer = editor.producer(column)
-    if producer is not None and isinstance(
-        producer.op, (ops.ReshapeOp, ops.UnsqueezeOp)
-    ):
-        (vector,) = producer.args
-        if editor.value_type(vector) == value_type:
-            return vector
-    first = getslice_op((slice(None), 0))
-    return editor.emit(first, (column,), False, value_type)
+    vector = reshapes(editor, column)
+    if vector is not None and editor.value_type(vector) == value_type:
+        return vector
+    squeeze = ops.ReshapeOp(shape=value_type.shape)
+    return editor.emit(squeeze, (column,), False, value_type)
 
 
 __all__ = ["cholesky_identities"]

@@ -72,6 +72,7 @@ from .basic_index import (
     expand_index,
     is_int,
     is_whole,
+    keeps_order,
     takes_all,
 )
 from .broadcasts import defer_expands
@@ -81,6 +82,7 @@ from .cholesky_algebra import cholesky_identities
 from .editor import Editor, PassResult, Ref, pass_result
 from .ir import ValueType
 from .qr_algebra import is_qr, qr_identities
+from .vector_products import without_unit_axis
 from .vectorize import vectorize
 
 # Largest constant folding may create, in elements, unless its inputs are
@@ -200,12 +202,23 @@ def simplify(program):
             if isinstance(op, ops.ReshapeOp) and _is_squeeze(editor, inner):
                 # a reshape of x with size-1 dims dropped is a reshape of x
                 return editor.emit(op, inner.args, False, value_type)
+            if isinstance(op, ops.ReshapeOp) and uses.get(operation.args[0], 0) == 1:
+                # (v[..., None, :] @ m)[..., 0, :] as v @ m
+                return without_unit_axis(editor, args[0], value_type)
             return None
         if isinstance(op, ops.GetsliceOp):
             index = op.defaults["index"]
             source = editor.value_type(args[0])
             if source is not None and takes_all(index, source.shape):
                 return args[0]
+            if (
+                source is not None
+                and uses.get(operation.args[0], 0) == 1
+                and keeps_order(index, source.shape)
+            ):
+                simpler = without_unit_axis(editor, args[0], value_type)
+                if simpler is not None:  # (v[..., None, :] @ m)[..., 0, :]
+                    return simpler
             inner = editor.producer(args[0])
             simpler = None
             if inner is not None and isinstance(inner.op, ops.CatOp) and inner.packed:
@@ -220,6 +233,11 @@ def simplify(program):
             if inner is None or not isinstance(inner.op, ops.GetsliceOp):
                 if simpler is not None or source is None:
                     return simpler
+                if keeps_order(index, source.shape) and value_type is not None:
+                    # adding or dropping unit axes is a reshape: one spelling
+                    # (equal to reshapes of the same value), a cheap call
+                    op = ops.ReshapeOp(shape=value_type.shape)
+                    return editor.emit(op, args, False, value_type)
                 canonical = canonical_index(index, source.shape)
                 if canonical is None or canonical == index:
                     return None
