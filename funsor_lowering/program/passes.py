@@ -69,9 +69,6 @@ from ..structure import iter_leaves
 from .basic_index import (
     canonical_index,
     compose_indices,
-    expand_index,
-    is_int,
-    is_whole,
     keeps_order,
     takes_all,
 )
@@ -211,11 +208,8 @@ def simplify(program):
             source = editor.value_type(args[0])
             if source is not None and takes_all(index, source.shape):
                 return args[0]
-            if (
-                source is not None
-                and uses.get(operation.args[0], 0) == 1
-                and keeps_order(index, source.shape)
-            ):
+            in_order = source is not None and keeps_order(index, source.shape)
+            if in_order and uses.get(operation.args[0], 0) == 1:
                 simpler = without_unit_axis(editor, args[0], value_type)
                 if simpler is not None:  # (v[..., None, :] @ m)[..., 0, :]
                     return simpler
@@ -233,7 +227,7 @@ def simplify(program):
             if inner is None or not isinstance(inner.op, ops.GetsliceOp):
                 if simpler is not None or source is None:
                     return simpler
-                if keeps_order(index, source.shape) and value_type is not None:
+                if in_order and value_type is not None:
                     # adding or dropping unit axes is a reshape: one spelling
                     # (equal to reshapes of the same value), a cheap call
                     op = ops.ReshapeOp(shape=value_type.shape)
@@ -285,16 +279,8 @@ def _is_squeeze(editor, operation):
     if operation is None or not isinstance(operation.op, ops.GetsliceOp):
         return False
     source = editor.value_type(operation.args[0])
-    if source is None:
-        return False
-    parts = expand_index(operation.op.defaults["index"], len(source.shape))
-    if parts is None:
-        return False
-    dims = [p for p in parts if p is not None]
-    return all(
-        (is_int(p) and size == 1 and p in (0, -1)) or is_whole(p, size)
-        for p, size in zip(dims, source.shape)
-    )
+    index = operation.op.defaults["index"]
+    return source is not None and keeps_order(index, source.shape)
 
 
 def _use_counts(program):

@@ -34,7 +34,7 @@ from ..extra_ops import TupleItemOp
 from ..shapes import permutation_dims
 from .ir import ValueType
 
-_SWAP_LAST_TWO = ops.TransposeOp(axis1=-1, axis2=-2)
+SWAP_LAST_TWO = ops.TransposeOp(axis1=-1, axis2=-2)
 
 
 def is_qr(editor, ref):
@@ -72,7 +72,7 @@ def _transposed_times(editor, pair, right, value_type):
     if m_type is None:
         return None
     m_t_type = ValueType(_transposed(m_type.shape), m_type.kind)
-    m_t = editor.emit(_SWAP_LAST_TWO, [m], False, m_t_type)
+    m_t = editor.emit(SWAP_LAST_TWO, [m], False, m_t_type)
     return editor.emit(
         ops.matmul, [m_t, m if right is None else right], False, value_type
     )

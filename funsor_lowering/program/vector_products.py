@@ -24,8 +24,7 @@ from funsor import ops
 
 from .basic_index import keeps_order
 from .ir import ValueType
-
-_SWAP_LAST_TWO = ops.TransposeOp(axis1=-1, axis2=-2)
+from .qr_algebra import SWAP_LAST_TWO
 
 
 def reshapes(editor, ref):
@@ -66,7 +65,7 @@ def without_unit_axis(editor, product, value_type):
         vectors = _vectors(editor, right, False, value_type, matrix.shape[0])
         if vectors is not None:
             transposed_type = ValueType(matrix.shape[::-1], matrix.kind)
-            transposed = editor.emit(_SWAP_LAST_TWO, (left,), False, transposed_type)
+            transposed = editor.emit(SWAP_LAST_TWO, (left,), False, transposed_type)
             return editor.emit(ops.matmul, (vectors, transposed), False, value_type)
     return None
 
