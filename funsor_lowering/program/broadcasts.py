@@ -44,7 +44,7 @@ from funsor import ops
 from ..extra_ops import TupleItemOp, getslice_op
 from ..shapes import broadcast_shape
 from .basic_index import expand_index, is_int, is_whole
-from .editor import Editor, pass_result
+from .editor import rewrite
 from .ir import ValueType
 from .vectorize import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
 
@@ -56,9 +56,7 @@ MATRIX_BINARY = (ops.MatmulOp, ops.TriangularSolveOp)
 def defer_expands(program):
     """The program with expands moved past the operations they feed (see
     the module's docstring)."""
-    editor = Editor.of(program)
-    output = editor.copy_operations(program, _rule)
-    return pass_result(program, editor.finish(output))
+    return rewrite(program, _rule)
 
 
 def _source(editor, ref):

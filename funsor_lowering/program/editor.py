@@ -53,6 +53,18 @@ def pass_result(before, after):
     return PassResult(before if same_types else after, False)
 
 
+def rewrite(program, rule):
+    """The :class:`PassResult` of applying ``rule`` (see
+    :meth:`Editor.copy_operations`) to every operation of ``program`` in
+    order. Where the rule replaced and added nothing, ``program`` itself,
+    without building a new one."""
+    editor = Editor.of(program)
+    output = editor.copy_operations(program, rule)
+    if editor.copied_unchanged(program):
+        return PassResult(program, False)
+    return pass_result(program, editor.finish(output))
+
+
 class Ref:
     """A value of a program being edited: constant (``"c"``), input leaf
     (``"i"``) or operation (``"o"``) number ``k``. Not a tuple, so output
@@ -97,6 +109,7 @@ class Editor:
             for _, leaf in iter_paths(as_value_type(spec))
         ]
         self.remap = {}  # value number of a source program -> Ref
+        self.replaced = 0  # operations a copy_operations rule replaced
 
     @classmethod
     def of(cls, program):
@@ -154,8 +167,20 @@ class Editor:
             ref = rule(self, operation, args, types[old]) if rule else None
             if ref is None:
                 ref = self.emit(operation.op, args, operation.packed, types[old])
+            else:
+                self.replaced += 1
             self.remap[old] = ref
         return map_leaves(lambda i: self.remap[i], program.output)
+
+    def copied_unchanged(self, program):
+        """Whether this editor (:meth:`of` ``program``, then
+        :meth:`copy_operations` of it) holds exactly ``program``: no
+        operation replaced, none and no constant added."""
+        return (
+            self.replaced == 0
+            and len(self.operations) == len(program.operations)
+            and len(self.constants) == len(program.constants)
+        )
 
     def inline(self, program, args):
         """Append ``program`` applied to ``args`` (refs of its input leaves,
@@ -227,4 +252,4 @@ class Editor:
         )
 
 
-__all__ = ["Editor", "PassResult", "Ref", "ValueType", "pass_result"]
+__all__ = ["Editor", "PassResult", "Ref", "ValueType", "pass_result", "rewrite"]

@@ -76,7 +76,7 @@ from .broadcasts import defer_expands
 from .cat_parts import merge_zero_parts, slice_of_cat_parts, slice_of_zeros
 from .cat_slices import cat_simplifier, slice_of_cat
 from .cholesky_algebra import cholesky_identities
-from .editor import Editor, PassResult, Ref, pass_result
+from .editor import Editor, PassResult, Ref, pass_result, rewrite
 from .ir import ValueType
 from .qr_algebra import is_qr, qr_identities
 from .vector_products import without_unit_axis
@@ -85,14 +85,6 @@ from .vectorize import vectorize
 # Largest constant folding may create, in elements, unless its inputs are
 # as large (expanding a constant is cheaper at run time than storing it).
 FOLD_LIMIT = 4096
-
-
-def _rewrite(program, rule):
-    """Apply ``rule`` (see :meth:`Editor.copy_operations`) to every
-    operation in order."""
-    editor = Editor.of(program)
-    output = editor.copy_operations(program, rule)
-    return pass_result(program, editor.finish(output))
 
 
 def is_random(op):
@@ -120,7 +112,7 @@ def fold_constants(program):
             return None
         return editor.add_constant(backend.as_traceable(result))
 
-    return _rewrite(program, rule)
+    return rewrite(program, rule)
 
 
 def _size(value):
@@ -270,7 +262,7 @@ def simplify(program):
             return _fold_permutes_into_einsum(editor, operation, args, value_type)
         return None
 
-    return _rewrite(program, rule)
+    return rewrite(program, rule)
 
 
 def _is_squeeze(editor, operation):
@@ -443,7 +435,7 @@ def einsums_as_matmuls(program):
         vectors = [v and len(t.shape) > 1 for v, t in zip(plan, types)]
         return emit_matmul(editor, args, types, vectors, value_type)
 
-    return _rewrite(program, rule)
+    return rewrite(program, rule)
 
 
 def emit_matmul(editor, args, types, vectors, value_type):
@@ -522,7 +514,7 @@ def eliminate_common_subexpressions(program):
         seen[key] = Ref("o", len(editor.operations))  # the one emitted next
         return None
 
-    return _rewrite(program, rule)
+    return rewrite(program, rule)
 
 
 # Constants compared by value up to this many elements (larger ones are
@@ -561,7 +553,11 @@ def eliminate_dead_code(program):
     """Drop operations and constants that no output depends on."""
     editor = Editor.of(program)
     output = editor.copy_operations(program)
-    return pass_result(program, editor.finish(output, editor.live(output)))
+    live = editor.live(output)
+    values = len(program.constants) + len(program.operations)
+    if sum(ref.kind != "i" for ref in live) == values:
+        return PassResult(program, False)  # every value is live
+    return pass_result(program, editor.finish(output, live))
 
 
 # ------------------------------------------------------------------- pipeline

@@ -181,15 +181,11 @@ class OpRecorder:
     def record(self, op, args, kwargs, result):
         """Record ``op(*args, **kwargs) == result``; returns the result."""
         cls = type(op)
-        bound = bind_call(op, args, kwargs)
-        names = list(cls.signature.parameters)
-        params = {k: v for k, v in bound.arguments.items() if k in names[cls.arity :]}
-        try:
-            # lists (funsor passes permute's dims as one) replay as tuples
-            canonical = cls(**{k: _as_tuples(v) for k, v in params.items()})
-        except TypeError:  # unhashable parameters (arrays): no op to replay
-            canonical = None
-        operands = list(bound.args[: cls.arity])
+        if not kwargs and len(args) == cls.arity:
+            # operands only (most calls): the op's own parameters, no binding
+            operands, params, canonical = list(args), dict(op.defaults), op
+        else:
+            operands, params, canonical = _bound_parameters(op, args, kwargs)
         if isinstance(op, ops.RandnOp) and self._is_array(params.get("rng_key")):
             # the key is data: an operand (a program input), not a parameter
             operands.append(params.pop("rng_key"))
@@ -238,6 +234,22 @@ class OpRecorder:
 
     def _is_array(self, value):
         return isinstance(value, SymbolicArray) or self.backend.is_array(value)
+
+
+def _bound_parameters(op, args, kwargs):
+    """``(operands, parameters, canonical op)`` of ``op(*args, **kwargs)``
+    as funsor's ``Op.__call__`` binds them; the canonical op is ``None``
+    where a parameter is unhashable (an array: no op to replay)."""
+    cls = type(op)
+    bound = bind_call(op, args, kwargs)
+    names = list(cls.signature.parameters)
+    params = {k: v for k, v in bound.arguments.items() if k in names[cls.arity :]}
+    try:
+        # lists (funsor passes permute's dims as one) replay as tuples
+        canonical = cls(**{k: _as_tuples(v) for k, v in params.items()})
+    except TypeError:
+        canonical = None
+    return list(bound.args[: cls.arity]), params, canonical
 
 
 def _as_tuples(value):
