@@ -3,7 +3,8 @@ neutral array syntax, with shape rules. Funsor evaluates them like any op.
 
 - ``logsumexp_scan(alpha, steps)``: a chain's forward pass in log space
   (an HMM's), which backends that run loops fast (jax: ``lax.scan``) get
-  in place of a log-depth parallel scan.
+  in place of a log-depth parallel scan; ``logsumexp_scan_emitting((alpha,
+  steps, emissions))`` adds an emission after each step.
 - ``take(x, index)``: ``x[index]``, rows of ``x`` picked by an integer array
   (the one gather a lowered program needs; funsor's ``GetitemOp`` means a
   scalar index whose batch dims are named, so it cannot express this).
@@ -60,6 +61,34 @@ def find_domain_logsumexp_scan(op, alpha, steps):
     return Array[alpha.dtype, tuple(batch) + tuple(alpha.shape[-1:])]
 
 
+@ops.FinitaryOp.make(module_name="funsor_lowering.extra_ops")
+def logsumexp_scan_emitting(parts):
+    """:func:`logsumexp_scan` adding each step's emission after the step:
+    for ``parts = (alpha, steps, emissions)`` (``emissions``: ``[..., N,
+    S]``), ``alpha = logsumexp(alpha[..., :, None] + step, -2) + emission``
+    per step: an HMM's forward filter with its observations' log
+    likelihoods. (Emissions added to the steps before a scan cost jax one
+    more kernel and buffer, ~30% of the scan at N = 100.) Finitary, as
+    lowered terms have no three-operand form; leading batch axes broadcast."""
+    alpha, steps, emissions = parts
+    for n in range(steps.shape[-3]):
+        step = ops.logsumexp(ops.unsqueeze(alpha, -1) + steps[..., n, :, :], -2)
+        alpha = step + emissions[..., n, :]
+    return alpha
+
+
+LogsumexpScanEmittingOp = type(logsumexp_scan_emitting)
+
+
+@find_domain.register(LogsumexpScanEmittingOp)
+def find_domain_logsumexp_scan_emitting(op, parts):
+    alpha, steps, emissions = parts
+    batch = np.broadcast_shapes(
+        alpha.shape[:-1], steps.shape[:-3], emissions.shape[:-2]
+    )
+    return Array[alpha.dtype, tuple(batch) + tuple(alpha.shape[-1:])]
+
+
 @ops.UnaryOp.make(module_name="funsor_lowering.extra_ops")
 def tuple_item(x, index=0):
     """Output ``index`` of an op with several outputs (``ops.qr``,
@@ -75,6 +104,7 @@ __all__ = [
     "CategoricalSampleOp",
     "DistributionLogProbOp",
     "DistributionSampleOp",
+    "LogsumexpScanEmittingOp",
     "LogsumexpScanOp",
     "RandnWithKeyOp",
     "SplitKeyOp",
@@ -84,6 +114,7 @@ __all__ = [
     "distribution_log_prob",
     "distribution_sample",
     "logsumexp_scan",
+    "logsumexp_scan_emitting",
     "randn_with_key",
     "split_key",
     "take",

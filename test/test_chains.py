@@ -16,7 +16,11 @@ from hypothesis import strategies as st
 
 from funsor_lowering import compile_funsor
 from funsor_lowering.backends import array_backend
-from funsor_lowering.extra_ops import LogsumexpScanOp
+from funsor_lowering.extra_ops import (
+    LogsumexpScanEmittingOp,
+    LogsumexpScanOp,
+    logsumexp_scan_emitting,
+)
 from funsor_lowering.rules.chains import SCAN_MIN_STEPS
 
 from .conftest import BACKEND
@@ -33,8 +37,11 @@ from .helpers import (
 SCANS = array_backend(BACKEND).scans_chains
 
 
+SCAN_OPS = (LogsumexpScanOp, LogsumexpScanEmittingOp)
+
+
 def scans_in(program):
-    return sum(isinstance(o.op, LogsumexpScanOp) for o in program.operations)
+    return sum(isinstance(o.op, SCAN_OPS) for o in program.operations)
 
 
 def hmm(steps, states, init=True, emit=(), flipped=(), reverse=False):
@@ -82,8 +89,10 @@ def test_an_hmm_with_emissions_is_a_few_ops_around_one_scan():
     # (values: funsor's eager plan of this chain broadcasts 4**17 elements;
     # test_chains_compile_to_what_funsor_computes checks shorter ones)
     program = compile_funsor(chain_sum_product(factors, 51))
-    if SCANS:  # stacked steps: slices of the inputs, one add, one scan
-        assert scans_in(program) == 1 and len(program.operations) <= 9, program
+    if SCANS:  # stacked steps and emissions: slices of the inputs, one scan
+        assert scans_in(program) == 1 and len(program.operations) <= 8, program
+        (scan,) = [o for o in program.operations if isinstance(o.op, SCAN_OPS)]
+        assert isinstance(scan.op, LogsumexpScanEmittingOp), program
     else:  # the planner's rounds of pairwise steps, batched per round
         assert scans_in(program) == 0 and len(program.operations) <= 120, program
 
@@ -134,6 +143,37 @@ def test_the_backend_scan_is_funsors_forward_pass(shape):
         LogsumexpScanOp, (alpha, matrices), (), None
     )
     assert_matches(function(alpha, matrices, *extra, **kwargs), expected.data)
+
+
+@pytest.mark.parametrize("shape", [(), (3,)])
+def test_the_backend_emitting_scan_is_funsors_forward_pass(shape):
+    """The backend's ``logsumexp_scan_emitting`` against funsor's eager
+    sum-product of the same factors with an emission factor per step."""
+    from funsor.sum_product import sum_product
+
+    steps, states = 5, 3
+    alpha = backend_randn(*shape, states)
+    matrices = backend_randn(*shape, steps, states, states)
+    emissions = backend_randn(steps, states)  # shared by the batch
+    batch = {"b": Bint[shape[0]]} if shape else {}
+    factors = [Tensor(alpha, batch)["x0"]]
+    for t in range(steps):
+        factors.append(Tensor(matrices[..., t, :, :], batch)[f"x{t}", f"x{t + 1}"])
+        factors.append(Tensor(emissions[t])[f"x{t + 1}"])
+    expected = sum_product(
+        ops.logaddexp,
+        ops.add,
+        factors,
+        frozenset(f"x{t}" for t in range(steps)),
+        frozenset(),
+    ).align(tuple(batch) + (f"x{steps}",))
+    parts = (alpha, matrices, emissions)
+    function, extra, kwargs = array_backend(BACKEND).fast_call(
+        LogsumexpScanEmittingOp, (parts,), (), None
+    )
+    assert_matches(function(parts, *extra, **kwargs), expected.data)
+    # and funsor's evaluation of the op (its generic definition)
+    assert_matches(logsumexp_scan_emitting(parts), expected.data)
 
 
 def test_a_scan_over_no_steps_is_its_initial_value():

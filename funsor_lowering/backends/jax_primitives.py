@@ -32,7 +32,12 @@ import jax  # noqa: E402
 from funsor import ops  # noqa: E402
 from jax import lax  # noqa: E402
 
-from ..extra_ops import LogsumexpScanOp, RandnWithKeyOp, SplitKeyOp  # noqa: E402
+from ..extra_ops import (  # noqa: E402
+    LogsumexpScanEmittingOp,
+    LogsumexpScanOp,
+    RandnWithKeyOp,
+    SplitKeyOp,
+)
 
 
 def specialize(op_type, operands, params):
@@ -174,20 +179,38 @@ def _logsumexp(operands, axis=None, keepdims=False):
 
 
 def _logsumexp_scan(operands):
+    """``extra_ops.logsumexp_scan`` of operands ``(alpha, steps)`` (with
+    ``emissions`` after them, ``logsumexp_scan_emitting``'s parts) as one
+    jitted ``lax.scan``."""
     from jax.scipy.special import logsumexp
 
-    alpha, steps = operands
-    batch = tuple(jax.numpy.broadcast_shapes(alpha.shape[:-1], tuple(steps.shape[:-3])))
+    alpha, steps, *emissions = operands
+    batch = tuple(
+        jax.numpy.broadcast_shapes(
+            alpha.shape[:-1],
+            tuple(steps.shape[:-3]),
+            *(e.shape[:-2] for e in emissions),
+        )
+    )
 
-    def step(carry, matrix):
-        return logsumexp(carry[..., :, None] + matrix, -2), None
+    def step(carry, xs):
+        matrix, *emission = xs
+        carry = logsumexp(carry[..., :, None] + matrix, -2)
+        return (carry + emission[0] if emission else carry), None
 
-    def scan(alpha, steps):
+    def scan(alpha, steps, *emissions):
         alpha = jax.numpy.broadcast_to(alpha, batch + alpha.shape[-1:])
-        steps = jax.numpy.moveaxis(steps, -3, 0)
-        return lax.scan(step, alpha, steps)[0]
+        xs = [jax.numpy.moveaxis(steps, -3, 0)]
+        xs += [jax.numpy.moveaxis(e, -2, 0) for e in emissions]
+        return lax.scan(step, alpha, xs)[0]
 
-    return _compiled(("logsumexp_scan", batch), scan)
+    return _compiled(("logsumexp_scan", batch, len(emissions)), scan)
+
+
+def _logsumexp_scan_emitting(operands):
+    (parts,) = operands  # finitary: one tuple (alpha, steps, emissions)
+    scan = _logsumexp_scan(parts)
+    return lambda parts: scan(*parts)
 
 
 def _split_key(operands, index=0, num=2):
@@ -262,4 +285,5 @@ _SPECIALIZERS = {
     ops.CatOp: _cat,
     ops.LogsumexpOp: _logsumexp,
     LogsumexpScanOp: _logsumexp_scan,
+    LogsumexpScanEmittingOp: _logsumexp_scan_emitting,
 }

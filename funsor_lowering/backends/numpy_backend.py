@@ -6,7 +6,7 @@ import numpy as np
 from funsor import ops
 
 from ..dtypes import dtype_kind
-from ..extra_ops import LogsumexpScanOp
+from ..extra_ops import LogsumexpScanEmittingOp, LogsumexpScanOp
 from . import numpy_lapack
 from .base import ArrayBackend, python_literal
 
@@ -97,6 +97,16 @@ def logsumexp_scan(alpha, steps):
     return alpha
 
 
+def logsumexp_scan_emitting(parts):
+    """``extra_ops.logsumexp_scan_emitting``: two adds and one reduction
+    per step."""
+    alpha, steps, emissions = parts
+    for n in range(steps.shape[-3]):
+        step = logsumexp(alpha[..., :, None] + steps[..., n, :, :], -2)
+        alpha = step + emissions[..., n, :]
+    return alpha
+
+
 @functools.cache
 def _sigmoid():
     """``1 / (1 + exp(-x))``: scipy's ``expit`` ufunc where scipy is
@@ -168,6 +178,7 @@ class NumpyBackend(ArrayBackend):
         ops.LogaddexpOp: np.logaddexp,
         ops.CholeskyInverseOp: cholesky_inverse,
         LogsumexpScanOp: logsumexp_scan,
+        LogsumexpScanEmittingOp: logsumexp_scan_emitting,
     }
     if np.lib.NumpyVersion(np.__version__) >= "2.0.0":  # batched linalg.qr
         fast_implementations[ops.QrOp] = qr

@@ -15,7 +15,7 @@ import torch.fx
 from funsor import ops
 
 from ..dtypes import dtype_kind
-from ..extra_ops import LogsumexpScanOp, categorical_sample
+from ..extra_ops import LogsumexpScanEmittingOp, LogsumexpScanOp, categorical_sample
 from ..structure import iter_leaves, map_leaves
 from .base import ArrayBackend, nested_outputs, python_literal, signature_of
 
@@ -84,6 +84,8 @@ class TorchBackend(ArrayBackend):
             return torch.logsumexp  # (x, dim, keepdim), as funsor's wrapper calls it
         if op_type is LogsumexpScanOp:
             return _logsumexp_scan
+        if op_type is LogsumexpScanEmittingOp:
+            return _logsumexp_scan_emitting
         return None
 
     def fast_call(self, op_type, operands, params, dispatched):
@@ -168,6 +170,14 @@ class TorchBackend(ArrayBackend):
 def _logsumexp_scan(alpha, steps):
     for n in range(steps.shape[-3]):
         alpha = torch.logsumexp(alpha.unsqueeze(-1) + steps[..., n, :, :], -2)
+    return alpha
+
+
+def _logsumexp_scan_emitting(parts):
+    alpha, steps, emissions = parts
+    for n in range(steps.shape[-3]):
+        step = torch.logsumexp(alpha.unsqueeze(-1) + steps[..., n, :, :], -2)
+        alpha = step + emissions[..., n, :]
     return alpha
 
 

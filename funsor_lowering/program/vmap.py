@@ -2,7 +2,8 @@
 
 Each operation is rewritten once, by the rules that batch isomorphic
 operations in ``vectorize`` (elementwise ops, reductions, layout ops,
-``einsum``, ``matmul``, ``cat``, ``logsumexp_scan``) and funsor_lowering's batch rules
+``einsum``, ``matmul``, ``cat``, both ``logsumexp_scan`` s) and
+funsor_lowering's batch rules
 (:func:`funsor_lowering.batching.batch_op`: ops on trailing axes, axis
 parameters counted from the end). A value computed from a batched value is
 batched; others stay as they are (one copy serves every batch member).
@@ -30,7 +31,12 @@ from collections import OrderedDict
 from funsor import ops
 
 from ..batching import batch_op
-from ..extra_ops import RANDOM_OP_TYPES, LogsumexpScanOp, TupleItemOp
+from ..extra_ops import (
+    RANDOM_OP_TYPES,
+    LogsumexpScanEmittingOp,
+    LogsumexpScanOp,
+    TupleItemOp,
+)
 from ..structure import map_leaves
 from . import vectorize
 from .editor import Editor, Ref
@@ -109,7 +115,8 @@ def _batch(editor, operation, refs, flags, arg_types, member, size):
         raise NotImplementedError(f"{where}: an argument's shape is unknown")
     if isinstance(op, ops.MatmulOp):
         return _batch_matmul(editor, refs, flags, arg_types, member, size)
-    if isinstance(op, LogsumexpScanOp):  # broadcasts leading axes itself
+    if isinstance(op, (LogsumexpScanOp, LogsumexpScanEmittingOp)):
+        # broadcasts leading axes itself
         return editor.emit(op, refs, operation.packed, _batched_type(member, size))
     if vectorize._has_rule(operation):
         rule = vectorize._rule(operation, flags, arg_types, member, size)

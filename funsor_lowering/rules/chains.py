@@ -38,7 +38,7 @@ import functools
 
 from funsor import ops
 
-from ..extra_ops import logsumexp_scan
+from ..extra_ops import logsumexp_scan, logsumexp_scan_emitting
 from ..layout import align, apply, apply_finitary, combine, reshape
 from ..lowering import Lowered
 from .reductions import reduce_batch
@@ -94,8 +94,9 @@ def find_chain(terms, names_reduced):
 
 
 def lower_chain(chain, terms, names_reduced):
-    """The chain ``find_chain`` found, lowered to one ``logsumexp_scan``;
-    the last input is reduced too where it is in ``names_reduced``."""
+    """The chain ``find_chain`` found, lowered to one ``logsumexp_scan``
+    (``logsumexp_scan_emitting`` where every step has an emission); the
+    last input is reduced too where it is in ``names_reduced``."""
     order, links, unaries = chain
     (domain,) = {d for t in terms for d in t.batch.values()}
     size = domain.size
@@ -123,24 +124,20 @@ def lower_chain(chain, terms, names_reduced):
         alpha = reduce_batch(ops.logaddexp, first, [order[0]], {order[0]: domain})
         order = order[1:]
     links = [order[t : t + 2] for t in range(len(pairs))]
-    # every step's emission added at once to the stacked steps where each
-    # step has one, else to its step before stacking
+    # where every step has an emission, the scan adds them after each step;
+    # else each emission is added to its step before stacking
     emissions = [unary(name) for name in order[1:]]
+    alpha = align(alpha, [order[0]])
     if all(e is not None for e in emissions):
-        steps = apply(
-            ops.add,
-            stacked(pairs, links),
-            reshape(stacked(emissions, [n[1:] for n in links]), (len(pairs), 1, size)),
-        )
+        stacked_emissions = stacked(emissions, [n[1:] for n in links])
+        parts = (alpha, stacked(pairs, links), stacked_emissions)
+        scan = apply_finitary(logsumexp_scan_emitting, parts)
     else:
         pairs = [
             p if e is None else combine(ops.add, p, e) for p, e in zip(pairs, emissions)
         ]
-        steps = stacked(pairs, links)
-    result = Lowered(
-        apply(logsumexp_scan, align(alpha, [order[0]]), steps),
-        {order[-1]: domain},
-    )
+        scan = apply(logsumexp_scan, alpha, stacked(pairs, links))
+    result = Lowered(scan, {order[-1]: domain})
     if order[-1] in names_reduced:
         result = reduce_batch(ops.logaddexp, result, [order[-1]], {order[-1]: domain})
     return result
