@@ -117,12 +117,20 @@ def test_a_cycle_is_left_to_the_planner():
     assert scans_in(program) == 0
 
 
+def _eager_forward_pass(factors, steps, batch):
+    """funsor's eager sum-product of a chain's ``factors`` over ``x0 ..
+    x{steps - 1}``: a Tensor of the batch inputs and ``x{steps}``."""
+    from funsor.sum_product import sum_product
+
+    reduced = frozenset(f"x{t}" for t in range(steps))
+    result = sum_product(ops.logaddexp, ops.add, factors, reduced, frozenset())
+    return result.align(tuple(batch) + (f"x{steps}",))
+
+
 @pytest.mark.parametrize("shape", [(), (3,)])
 def test_the_backend_scan_is_funsors_forward_pass(shape):
     """The backend's ``logsumexp_scan`` against funsor's eager sum-product
     of the same factors (leading batch axes as a named batch input)."""
-    from funsor.sum_product import sum_product
-
     steps, states = 5, 3
     alpha = backend_randn(*shape, states)
     matrices = backend_randn(*shape, steps, states, states)
@@ -131,13 +139,7 @@ def test_the_backend_scan_is_funsors_forward_pass(shape):
         Tensor(matrices[..., t, :, :], batch)[f"x{t}", f"x{t + 1}"]
         for t in range(steps)
     ]
-    expected = sum_product(
-        ops.logaddexp,
-        ops.add,
-        factors,
-        frozenset(f"x{t}" for t in range(steps)),
-        frozenset(),
-    ).align(tuple(batch) + (f"x{steps}",))
+    expected = _eager_forward_pass(factors, steps, batch)
     backend = array_backend(BACKEND)
     function, extra, kwargs = backend.fast_call(
         LogsumexpScanOp, (alpha, matrices), (), None
@@ -149,8 +151,6 @@ def test_the_backend_scan_is_funsors_forward_pass(shape):
 def test_the_backend_emitting_scan_is_funsors_forward_pass(shape):
     """The backend's ``logsumexp_scan_emitting`` against funsor's eager
     sum-product of the same factors with an emission factor per step."""
-    from funsor.sum_product import sum_product
-
     steps, states = 5, 3
     alpha = backend_randn(*shape, states)
     matrices = backend_randn(*shape, steps, states, states)
@@ -160,13 +160,7 @@ def test_the_backend_emitting_scan_is_funsors_forward_pass(shape):
     for t in range(steps):
         factors.append(Tensor(matrices[..., t, :, :], batch)[f"x{t}", f"x{t + 1}"])
         factors.append(Tensor(emissions[t])[f"x{t + 1}"])
-    expected = sum_product(
-        ops.logaddexp,
-        ops.add,
-        factors,
-        frozenset(f"x{t}" for t in range(steps)),
-        frozenset(),
-    ).align(tuple(batch) + (f"x{steps}",))
+    expected = _eager_forward_pass(factors, steps, batch)
     parts = (alpha, matrices, emissions)
     function, extra, kwargs = array_backend(BACKEND).fast_call(
         LogsumexpScanEmittingOp, (parts,), (), None
