@@ -90,21 +90,20 @@ def _logsumexp_of_slices(x, axis):
         return np.log(total) + shift
 
 
-def logsumexp_scan(alpha, steps):
-    """``extra_ops.logsumexp_scan``: one add and one reduction per step."""
+def logsumexp_scan(alpha, steps, emissions=None):
+    """``extra_ops.logsumexp_scan``: one add and one reduction per step
+    (and an add of the step's emission, given ``emissions``)."""
     for n in range(steps.shape[-3]):
         alpha = logsumexp(alpha[..., :, None] + steps[..., n, :, :], -2)
+        if emissions is not None:
+            alpha = alpha + emissions[..., n, :]
     return alpha
 
 
 def logsumexp_scan_emitting(parts):
-    """``extra_ops.logsumexp_scan_emitting``: two adds and one reduction
-    per step."""
-    alpha, steps, emissions = parts
-    for n in range(steps.shape[-3]):
-        step = logsumexp(alpha[..., :, None] + steps[..., n, :, :], -2)
-        alpha = step + emissions[..., n, :]
-    return alpha
+    """``extra_ops.logsumexp_scan_emitting`` of ``(alpha, steps,
+    emissions)``."""
+    return logsumexp_scan(*parts)
 
 
 @functools.cache

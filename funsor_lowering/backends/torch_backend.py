@@ -167,18 +167,16 @@ class TorchBackend(ArrayBackend):
         return torch.as_tensor(array)
 
 
-def _logsumexp_scan(alpha, steps):
+def _logsumexp_scan(alpha, steps, emissions=None):
     for n in range(steps.shape[-3]):
         alpha = torch.logsumexp(alpha.unsqueeze(-1) + steps[..., n, :, :], -2)
+        if emissions is not None:
+            alpha = alpha + emissions[..., n, :]
     return alpha
 
 
 def _logsumexp_scan_emitting(parts):
-    alpha, steps, emissions = parts
-    for n in range(steps.shape[-3]):
-        step = torch.logsumexp(alpha.unsqueeze(-1) + steps[..., n, :, :], -2)
-        alpha = step + emissions[..., n, :]
-    return alpha
+    return _logsumexp_scan(*parts)
 
 
 @categorical_sample.register(typing.Tuple[torch.Tensor, ...])  # noqa: UP006
