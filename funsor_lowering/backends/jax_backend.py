@@ -22,6 +22,7 @@ from ..extra_ops import (  # noqa: E402
     split_key,
 )
 from ..structure import iter_leaves  # noqa: E402
+from . import jax_threefry  # noqa: E402
 from .base import ArrayBackend, SelfCheckingJit, nested_outputs  # noqa: E402
 from .jax_primitives import composed_kernel, specialize  # noqa: E402
 from .jax_tiering import tiered  # noqa: E402
@@ -30,7 +31,7 @@ from .numpy_backend import numpy_literal  # noqa: E402
 
 def _randn_with_key(prototype, rng_key, shape=()):
     """``extra_ops.randn_with_key`` as funsor's jax ``randn`` draws it."""
-    return jax.random.normal(rng_key, tuple(shape), dtype=prototype.dtype)
+    return jax_threefry.normal(rng_key, tuple(shape), dtype=prototype.dtype)
 
 
 class JaxBackend(ArrayBackend):
@@ -170,7 +171,7 @@ hooks.install_jax_hooks()
 
 @split_key.register(_funsor_jax_arrays)
 def _split_key(key, index=0, num=2):
-    return hooks.original("jax.random.split")(key, num)[index]
+    return jax_threefry.split(key, num)[index]
 
 
 # funsor's dispatch reads typing's Tuple / Union, not the builtin forms
