@@ -63,6 +63,27 @@ def test_first_calls_from_eight_threads_return_their_own_results():
     assert not wrong, f"{len(wrong)} of 240 calls returned another thread's result"
 
 
+# ------------------------------------------------------------- entry
+def test_a_called_program_runs_its_own_entry_and_stays_an_op_program():
+    x = Variable("x", Reals[3])
+    programs = [compile_funsor(x.exp()), compile_funsor(x * 2), compile_funsor(x + 1)]
+    arrays = {"x": arrays_of("float32", 3)}
+    for program in programs:
+        program(**arrays)
+    # each program's generated entry is its own __call__: no forwarding call
+    entries = [type(p).__call__ for p in programs]
+    assert OpProgram.__call__ not in entries and len(set(entries)) == 3
+    assert all(type(p).__name__ == "OpProgram" for p in programs)
+    value = to_numpy(arrays["x"])
+    for program, expected in zip(programs, [np.exp(value), value * 2, value + 1]):
+        assert_matches(program(**arrays), expected, rtol=1e-6, atol=1e-6)
+        clone = pickle.loads(pickle.dumps(program))
+        assert type(clone) is OpProgram  # pickled as its class
+        assert_matches(clone(**arrays), expected, rtol=1e-6, atol=1e-6)
+    with pytest.raises(TypeError, match="'x'"):
+        programs[0](y=arrays["x"])  # other calls still get the checked path
+
+
 # -------------------------------------------------------- signature cache
 def _two_dtypes():
     if BACKEND == "jax":

@@ -229,6 +229,19 @@ def test_torch_compile_fullgraph_of_a_fresh_program(name):
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch.compile")
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_torch_compile_fullgraph_of_a_program_called_before(name):
+    import torch
+
+    program = PROGRAMS[name]()
+    arrays = arrays_for(program)
+    expected = program(**arrays)  # its generated entry is now its __call__
+    compiled = torch.compile(lambda kw: program(**kw), fullgraph=True)
+    assert_matches(compiled(arrays), expected, rtol=1e-5, atol=1e-5)
+    torch._dynamo.reset()
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile")
 def test_torch_compile_of_an_unprepared_program_says_what_to_do():
     import pickle
 

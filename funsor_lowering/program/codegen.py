@@ -453,14 +453,16 @@ def signature_source(program, keys, locals_, containers):
     return lines, signature, names
 
 
-def build_entry(program, table, slow, first=None):
+def build_entry(program, table, slow, first=None, method=False):
     """``(signature, entry)``: generated functions. ``signature(kwargs)``
     gives a validated call's signature; ``entry(*args, **kwargs)`` runs the
     body ``table`` (signature -> body) holds for its call's signature, or
     calls ``slow(*args, **kwargs)``. With ``first = (values, body)``, the
     entry also holds ``body``'s statements inline, for calls with the types,
     dtypes and shapes of ``values`` (checked by identity and equality first,
-    as hand-written code would run). Input names appear only as string
+    as hand-written code would run). With ``method``, the entry takes the
+    program first, positionally (``entry(program, *args, **kwargs)``: a
+    ``__call__``), and ignores it. Input names appear only as string
     literals or globals, so no name can collide with the entry's own."""
     names = program.value_names
     locals_ = _input_names(program)
@@ -475,6 +477,7 @@ def build_entry(program, table, slow, first=None):
     namespace = Namespace(reserved=list(names) + list(globals_) + list(ENTRY_NAMES))
     globals_.update(table=table, slow=slow)
     keys = KeyNames(namespace, globals_)
+    receiver = f"{namespace.create('_self')}, /, " if method else ""
     reads, signature, containers = signature_source(
         program, keys, locals_, lambda: namespace.create("n")
     )
@@ -490,7 +493,7 @@ def build_entry(program, table, slow, first=None):
         params = "".join(f"{local}={absent}, " for local in locals_)
         given = ", ".join(f"({local!r}, {local})" for local in locals_)
         lines += [
-            f"def program(*args, {params}**kwargs):",
+            f"def program({receiver}*args, {params}**kwargs):",
             "    if not args and not kwargs:",
         ]
         slow_call = [
@@ -499,7 +502,7 @@ def build_entry(program, table, slow, first=None):
         ]
     else:
         lines += [
-            "def program(*args, **kwargs):",
+            f"def program({receiver}*args, **kwargs):",
             f"    if not args and len(kwargs) == {len(program.inputs)}:",
             "        try:",
         ]

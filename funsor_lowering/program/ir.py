@@ -165,6 +165,11 @@ def as_value_type(spec):
 TRANSFORMATIONS = {}
 
 
+def _new_instance(cls):
+    # unpickling: an instance of cls, before __setstate__
+    return cls.__new__(cls)
+
+
 class OpProgram:
     """A straight-line program of ``funsor.ops`` applications.
 
@@ -292,6 +297,29 @@ class OpProgram:
         """``program(**arrays)``: the generated entry point (see
         :class:`Runtime`)."""
         return self._runtime.entry(*args, **kwargs)
+
+    def _install_entry(self, entry):
+        """Make the generated ``entry`` (taking the program first) this
+        program's ``__call__``, so that ``program(**arrays)`` runs it with no
+        call in between (the forwarding above costs about as much as the
+        entry's checks). Python looks ``__call__`` up on the type: the
+        program gets a subclass of its own, pickled as its class. Classes
+        with their own ``__call__`` keep it."""
+        cls = type(self)
+        if cls.__call__ is not OpProgram.__call__ and "_own_entry" not in vars(cls):
+            return
+        if "_own_entry" not in vars(cls):
+            namespace = {"_own_entry": cls, "__module__": cls.__module__}
+            namespace["__qualname__"] = cls.__qualname__
+            cls = type(cls.__name__, (cls,), namespace)
+            self.__class__ = cls
+        cls.__call__ = entry
+
+    def __reduce_ex__(self, protocol):
+        cls = vars(type(self)).get("_own_entry", type(self))
+        if cls.__reduce__ is not object.__reduce__:  # its own (VmappedProgram)
+            return self.__reduce__()
+        return _new_instance, (cls,), self.__getstate__()
 
     def vmap(self, in_axes):
         """This program mapped over a new leading batch axis: ``in_axes``

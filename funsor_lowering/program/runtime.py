@@ -1,7 +1,8 @@
 """How an :class:`~funsor_lowering.OpProgram` runs: generated code, cached
 per call signature, thread-safe.
 
-A program's ``__call__`` calls a generated *entry* function. It reads the input
+A program's ``__call__`` calls a generated *entry* function (once built, the
+entry is the program's ``__call__`` itself: no call in between). It reads the input
 arrays from the keywords, forms the call's signature (each array's type,
 dtype and shape, and the length of each nested container) and looks it up
 in a bounded table of *bodies*: generated functions with one statement per
@@ -34,6 +35,7 @@ Example::
 """
 
 import threading
+import types
 from collections import OrderedDict
 
 from ..backends.base import SelfCheckingJit
@@ -123,7 +125,11 @@ class Runtime:
         with self.lock:
             if self.signature is None:
                 self.signature, entry = build_entry(
-                    self.program, self.signatures, self.call_checked, (values, body)
+                    self.program,
+                    self.signatures,
+                    self.call_checked,
+                    (values, body),
+                    method=True,
                 )
             else:
                 entry = None
@@ -132,7 +138,8 @@ class Runtime:
             while len(table) > MAX_SIGNATURES:
                 del table[next(iter(table))]
             if entry is not None:
-                self.entry = entry
+                self.entry = types.MethodType(entry, self.program)
+                self.program._install_entry(entry)
 
     def cache_info(self):
         return {"signatures": len(self.signatures), "bodies": len(self.bodies)}
