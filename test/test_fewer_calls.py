@@ -125,6 +125,39 @@ def test_hmm_planned_in_rounds_equals_eager(T, emissions):
     assert len(program.operations) < 2 * T + 24
 
 
+def tree_term(inputs):
+    """A tree r -> (a, b), a -> (c, d) summed out in log space, planned by
+    funsor's ``apply_optimizer`` (which nests the sum over r inside a's)."""
+    from funsor.optimizer import apply_optimizer
+    from funsor.sum_product import sum_product
+
+    edges = [("r", "a"), ("r", "b"), ("a", "c"), ("a", "d")]
+    factors = [inputs["root"]["r"]]
+    factors += [inputs[f"e{k}"][u, w] for k, (u, w) in enumerate(edges)]
+    with reflect:
+        expr = sum_product(
+            ops.logaddexp, ops.add, factors, frozenset("rabcd"), frozenset()
+        )
+        return apply_optimizer(expr)
+
+
+def test_a_tree_sums_each_variable_out_of_its_own_factors_first():
+    shapes = {"root": (4,), "e0": (4, 4), "e1": (4, 4), "e2": (4, 4), "e3": (4, 4)}
+    variables = {k: Variable(k, Reals[s]) for k, s in shapes.items()}
+    program = compile_funsor(tree_term(variables))
+    arrays = {k: backend_randn(*s) for k, s in shapes.items()}
+    with funsor.interpretations.eager:
+        expected = funsor.interpreter.reinterpret(
+            tree_term({k: Tensor(v) for k, v in arrays.items()})
+        )
+    assert_matches(program(**arrays), expected.data, rtol=1e-5, atol=1e-5)
+    # as by hand: one logsumexp per variable, the root's factor added to its
+    # messages (not broadcast over an edge first), one 4 x 4 sum
+    ops_used = [type(op.op).__name__ for op in program.operations]
+    assert sorted(ops_used) == ["AddOp"] * 4 + ["LogsumexpOp"] * 5, ops_used
+    assert sum(len(t.shape) == 2 for t in program._operation_types) == 1
+
+
 # ------------------------------------------------------------------ vectorize
 def test_slices_of_one_array_at_scattered_positions_batch_into_one_gather():
     t = ValueType((3,), "real")

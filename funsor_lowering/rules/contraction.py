@@ -49,6 +49,11 @@ _LETTERS = string.ascii_letters
 # A log-space step whose broadcast product has at most this many elements is
 # lowered as add + logsumexp (3 ops) rather than a max-shifted einsum (~12).
 BROADCAST_LIMIT = 1 << 14
+# Contractions of at most this many operands get opt_einsum's optimal path
+# (under 1 ms to plan, once per shapes); larger ones its greedy search, which
+# may take a pure broadcast step first (a tree's root factor joined to an
+# edge before the edge's child is summed out: one more op, on the product).
+OPTIMAL_MAX_OPERANDS = 5
 # Contractions of this many operands or more may be planned in rounds of
 # independent steps (``plan_in_rounds``) where that costs less than the
 # sequential plan, counting a dependent step as STEP_COST element operations.
@@ -72,8 +77,9 @@ def _least_flops_greedy(inputs, output, size_dict, memory_limit=None):
 def einsum_path(inputs, output, shapes, batchable=False):
     """The pairwise steps planned for the contraction ``inputs -> output``: a
     tuple of ``(operand positions, equation)``; after each step the operands
-    at those positions are popped and the result appended. Few operands get
-    opt_einsum's optimal search, many its greedy one (least flops first).
+    at those positions are popped and the result appended. Few operands
+    (``OPTIMAL_MAX_OPERANDS``) get opt_einsum's optimal search, many its
+    greedy one (least flops first).
     Where the operands are ``batchable`` (slices of one array), a plan in
     rounds (:func:`plan_in_rounds`) is taken if it costs less. Plans are
     cached: unrolled chains repeat one contraction many times."""
@@ -84,7 +90,7 @@ def einsum_path(inputs, output, shapes, batchable=False):
 def _planned(inputs, output, shapes, batchable):
     equation = ",".join(inputs) + "->" + output
     sizes = {c: n for cs, shape in zip(inputs, shapes) for c, n in zip(cs, shape)}
-    if len(inputs) <= 4:
+    if len(inputs) <= OPTIMAL_MAX_OPERANDS:
         optimize = "optimal"
     else:
         sets = [frozenset(cs) for cs in inputs]
