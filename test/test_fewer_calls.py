@@ -158,6 +158,80 @@ def test_a_tree_sums_each_variable_out_of_its_own_factors_first():
     assert sum(len(t.shape) == 2 for t in program._operation_types) == 1
 
 
+# ------------------------------------------------------------ row broadcasts
+@settings(deadline=None)
+@given(
+    batch=st.sampled_from([(), (3,), (2, 3)]),
+    n=st.integers(1, 4),
+    m=st.integers(1, 4),
+    reduction=st.sampled_from(["logsumexp", "sum"]),
+    negative_axis=st.booleans(),
+    column_first=st.booleans(),
+)
+def test_reductions_of_column_broadcasts_equal_funsor(
+    batch, n, m, reduction, negative_axis, column_first
+):
+    from funsor_lowering import trace_function
+
+    reduce = getattr(ops, reduction)
+    axis = -2 if negative_axis else len(batch)
+
+    def fn(x, y):  # reduce the rows of x (as a column) + y
+        column = x[:, None]
+        return reduce(column + y if column_first else y + column, axis)
+
+    arrays = {"x": backend_randn(n), "y": backend_randn(*batch, n, m)}
+    program = trace_function(fn, arrays)
+    assert_matches(program(**arrays), fn(**arrays), rtol=1e-5, atol=1e-5)
+    names = [type(o.op).__name__ for o in program.operations]
+    assert "ReshapeOp" not in names, names  # a row broadcast instead
+
+
+@settings(deadline=None)
+@given(
+    index=st.sampled_from(
+        [1, (1,), (slice(0, 2),), (1, slice(None)), (slice(None), 0)]
+        + [(1, slice(None), slice(None)), (0, slice(1, 3)), (slice(1, 3), 2)]
+    )
+)
+def test_transposed_slices_equal_funsor(index):
+    from funsor_lowering import trace_function
+
+    def fn(y):  # two slices of y, each transposed
+        other = (0,) if index != (0,) else (2,)
+        return (
+            ops.transpose(y[index], -1, -2),
+            ops.transpose(y[other], -1, -2),
+        )
+
+    arrays = {"y": backend_randn(3, 4, 5)}
+    program = trace_function(fn, arrays)
+    assert_matches(program(**arrays), fn(**arrays), rtol=0, atol=0)
+    names = [type(o.op).__name__ for o in program.operations]
+    # slices of leading axes only: both slices of one transpose of y
+    leading = not isinstance(index, tuple) or all(
+        k == 0 or e == slice(None) for k, e in enumerate(index)
+    )
+    assert names.count("TransposeOp") == (1 if leading else 2), names
+
+
+def test_a_forward_pass_adds_messages_to_rows_of_one_transpose():
+    S, T = 3, 6
+    shapes = {"init": (S,), "trans": (T, S, S)}
+    variables = {k: Variable(k, Reals[s]) for k, s in shapes.items()}
+    program = compile_funsor(hmm_term(T, S, variables, False))
+    arrays = {k: backend_randn(*s) for k, s in shapes.items()}
+    expected = hmm_term(T, S, {k: Tensor(v) for k, v in arrays.items()}, False)
+    with funsor.interpretations.eager:
+        expected = funsor.interpreter.reinterpret(expected)
+    arrays = {k: v for k, v in arrays.items() if k in program.inputs}
+    assert_matches(program(**arrays), expected.data, rtol=1e-5, atol=1e-5)
+    if BACKEND != "jax":  # jax: one scan (rules/chains.py)
+        names = [type(o.op).__name__ for o in program.operations]
+        # per step a slice, an add and a logsumexp, as by hand
+        assert names.count("TransposeOp") == 1 and "ReshapeOp" not in names, names
+
+
 # ------------------------------------------------------------------ vectorize
 def test_slices_of_one_array_at_scattered_positions_batch_into_one_gather():
     t = ValueType((3,), "real")

@@ -125,8 +125,8 @@ def test_rsample_recipe_is_one_program_equal_to_eager(graph):
     # live: another draw differs
     other = seeded(program, 4, arrays)
     assert not np.allclose(to_numpy(other[1]), to_numpy(log_prob))
-    # jitted, the same draws (jax: the same key splits, compiled)
-    assert_matches(seeded(program.jit(), 3, arrays), expected, rtol=1e-4, atol=1e-5)
+    if BACKEND == "jax":  # jitted, the same key splits and draws, compiled
+        assert_matches(seeded(program.jit(), 3, arrays), expected, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("graph", sorted(GRAPHS))

@@ -11,7 +11,10 @@ outputs on every input) and whether it changed. They edit programs through
   ``x * 1`` and the other units of associative ops (Python-number units only,
   which cannot change a result's dtype), ``-(-x)``, ``-x * c`` and
   ``-x + c`` (for a number ``c``), ``permute(permute(x))``,
-  ``permute`` s folded into the ``einsum`` s they feed or follow, gathers
+  ``permute`` s folded into the ``einsum`` s they feed or follow,
+  reductions of column broadcasts as reductions of row broadcasts and
+  transposes of slices as slices of one transpose
+  (:mod:`~funsor_lowering.program.row_broadcasts`), gathers
   at evenly spaced constant positions as strided slices,
   slices and concatenations of slices as fewer operations
   (:mod:`~funsor_lowering.program.cat_slices`), slices and gathers of
@@ -79,6 +82,7 @@ from .cholesky_algebra import cholesky_identities
 from .editor import Editor, PassResult, Ref, pass_result, rewrite
 from .ir import ValueType
 from .qr_algebra import is_qr, qr_identities
+from .row_broadcasts import ROW_REDUCTIONS, row_reduction, swap_of_slice
 from .vector_products import without_unit_axis
 from .vectorize import vectorize
 
@@ -174,6 +178,9 @@ def simplify(program):
                 # only an einsum nothing else reads (else it would run twice)
                 if uses.get(operation.args[0], 0) == 1:
                     return _permute_einsum_output(editor, inner, dims, value_type)
+            rank = len(dims)
+            if dims == (*range(rank - 2), rank - 1, rank - 2):
+                return swap_of_slice(editor, args, value_type)
             return None
         if isinstance(op, ops.UnsqueezeOp) and shape is not None:
             # a reshape (a method call; numpy's expand_dims takes ~2 us)
@@ -260,6 +267,9 @@ def simplify(program):
             return _drop_unit(editor, _UNITS[type(op)], args, value_type)
         if isinstance(op, ops.EinsumOp):
             return _fold_permutes_into_einsum(editor, operation, args, value_type)
+        if isinstance(op, ROW_REDUCTIONS) and len(args) == 1:
+            read_once = uses.get(operation.args[0], 0) == 1
+            return row_reduction(editor, op, args, value_type, read_once)
         return None
 
     return rewrite(program, rule)
