@@ -215,7 +215,9 @@ def _logsumexp_scan_emitting(operands):
 
 
 def _split_key(operands, index=0, num=2):
-    return _compiled(("split_key", index, num), lambda key: _split(key, num)[index])
+    return _compiled(
+        ("split_key", index, num), lambda key: jax_threefry.split(key, num)[index]
+    )
 
 
 def _randn_with_key(operands, shape=()):
@@ -265,10 +267,6 @@ def _compiled(key, function):
     if kernel is None:
         kernel = _KERNELS.setdefault(key, jax.jit(function))
     return kernel
-
-
-def _split(key, num):
-    return jax_threefry.split(key, num)
 
 
 _SPECIALIZERS = {

@@ -68,22 +68,22 @@ def threefry2x32(key1, key2, x1, x2):
     return x1, x2
 
 
-def _counters(shape):
-    # the index of each element, as the high and low halves of a uint64
+def _hashed_counters(key, shape):
+    # the hash of each element's index (a uint64 as high and low halves)
     size = math.prod(shape)
     if size >= 2**32:
         raise NotImplementedError(f"{size} random values at once")
     low = lax.iota(np.uint32, size).reshape(shape)
-    return jnp.zeros(shape, np.uint32), low
+    return threefry2x32(key[0], key[1], jnp.zeros(shape, np.uint32), low)
 
 
 def _split(key, shape):
-    bits1, bits2 = threefry2x32(key[0], key[1], *_counters(shape))
+    bits1, bits2 = _hashed_counters(key, shape)
     return jnp.stack([bits1, bits2], axis=len(shape))
 
 
 def _random_bits(key, bit_width, shape):
-    bits1, bits2 = threefry2x32(key[0], key[1], *_counters(shape))
+    bits1, bits2 = _hashed_counters(key, shape)
     if bit_width == 64:
         high = lax.convert_element_type(bits1, np.uint64)
         return lax.shift_left(high, np.uint64(32)) | bits2.astype(np.uint64)

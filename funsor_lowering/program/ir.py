@@ -306,9 +306,9 @@ class OpProgram:
         program gets a subclass of its own, pickled as its class. Classes
         with their own ``__call__`` keep it."""
         cls = type(self)
-        if cls.__call__ is not OpProgram.__call__ and "_own_entry" not in vars(cls):
-            return
         if "_own_entry" not in vars(cls):
+            if cls.__call__ is not OpProgram.__call__:
+                return
             namespace = {"_own_entry": cls, "__module__": cls.__module__}
             namespace["__qualname__"] = cls.__qualname__
             cls = type(cls.__name__, (cls,), namespace)
