@@ -48,6 +48,37 @@ def test_jit_with_torch_compile_matches_the_program(program):
         assert_matches(compiled(**arrays), program(**arrays), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile is torch's")
+def test_torch_compile_of_a_later_program_stays_static(monkeypatch):
+    # dynamo marks shapes dynamic when a function it compiled before (by
+    # file, line and name) meets new shapes: two programs' compiles must not
+    # look like one function called with two shapes
+    import torch
+
+    static = []  # per graph compiled: all inputs tensors of fixed shapes
+
+    def recording_backend(graph, example_inputs):
+        static.append(
+            all(
+                isinstance(x, torch.Tensor) and all(type(d) is int for d in x.shape)
+                for x in example_inputs
+            )
+        )
+        return graph.forward
+
+    compile_ = torch.compile
+    monkeypatch.setattr(
+        torch, "compile", lambda fn, **kw: compile_(fn, backend=recording_backend)
+    )
+    for n in (3, 4, 5):
+        domains = {"a": Reals[n, n], "x": Reals[n]}
+        program = compile_function(lambda a, x: (a @ x).exp().sum(), **domains)
+        arrays = random_arrays(domains)
+        compiled = program.jit(compiler="compile")
+        assert_matches(compiled(**arrays), program(**arrays), rtol=1e-5, atol=1e-5)
+    assert static == [True, True, True]
+
+
 @pytest.mark.skipif(BACKEND != "torch", reason="torch's choice of compilers")
 def test_torch_jit_keeps_the_fastest_compiler_per_signature(program):
     jitted = program.jit()

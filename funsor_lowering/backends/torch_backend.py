@@ -2,6 +2,7 @@
 ``torch.fx``."""
 
 import functools
+import itertools
 import math
 import statistics
 import time
@@ -225,10 +226,18 @@ def compiled_function(program, leaves):
 
 
 def _own_code(function):
-    """``function`` behind a function with a code object of its own."""
+    """``function`` behind a function with a code object of its own, from a
+    file name of its own: dynamo keys what it learns of a function's input
+    shapes (automatic dynamic shapes) by file name, line and name, so a
+    shared name would make a later program's compile dynamic-shaped."""
     namespace = {"function": function}
-    exec("def program(*arrays):\n    return function(*arrays)\n", namespace)
+    filename = f"<funsor_lowering torch.compile {next(_OWN_CODE_COUNTER)}>"
+    source = "def program(*arrays):\n    return function(*arrays)\n"
+    exec(compile(source, filename, "exec"), namespace)
     return namespace["program"]
+
+
+_OWN_CODE_COUNTER = itertools.count()
 
 
 def body_function(program, leaves):
