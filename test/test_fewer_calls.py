@@ -835,6 +835,35 @@ def test_numpy_reductions_equal_funsors_with_its_dtypes(dtype, axis):
         assert np.asarray(actual).dtype == np.asarray(expected).dtype, op
 
 
+@pytest.mark.skipif(BACKEND != "numpy", reason="numpy's fast implementations")
+@settings(deadline=None, max_examples=60)
+@given(st.data())
+def test_numpy_array_methods_equal_funsors_functions(data):
+    # swapaxes / diagonal methods, take for a gather by an integer array
+    from funsor_lowering.backends import array_backend
+    from funsor_lowering.program.codegen import resolve
+
+    shape = data.draw(st.lists(st.integers(1, 4), min_size=2, max_size=4), "shape")
+    x = np.random.default_rng(len(shape)).normal(size=shape)
+    rank = len(shape)
+    axes = st.integers(-rank, rank - 1)
+    a1, a2 = data.draw(axes, "axis1"), data.draw(axes, "axis2")
+    offset = data.draw(st.integers(0, rank - 1), "offset")
+    index_shape = data.draw(st.lists(st.integers(0, 3), max_size=2), "index")
+    index = np.random.default_rng(1).integers(
+        -shape[offset], shape[offset], size=index_shape
+    )
+    cases = [(ops.TransposeOp(a1, a2), [x]), (ops.GetitemOp(offset), [x, index])]
+    if a1 % rank != a2 % rank:
+        cases.append((ops.DiagonalOp(a1, a2), [x]))
+    for op, operands in cases:
+        impl, extra, kwargs = resolve(op, operands, array_backend("numpy"))
+        assert impl is not type(op).dispatcher.partial_call(*operands), op
+        actual, expected = impl(*operands, *extra, **kwargs), op(*operands)
+        assert actual.shape == expected.shape and actual.dtype == expected.dtype
+        np.testing.assert_array_equal(actual, expected)
+
+
 @pytest.mark.skipif(BACKEND != "jax", reason="jax's lax specializations")
 @given(st.data())
 def test_jax_layout_specializations_equal_jax_numpy(data):

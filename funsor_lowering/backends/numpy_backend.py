@@ -145,6 +145,28 @@ def qr(x, mode="reduced"):
     return np.linalg.qr(x, mode=mode)
 
 
+def _method_call(op_type, operands, params):
+    """The array's own method where funsor calls a ``np.`` function that
+    only forwards to it (``np.swapaxes``, ``np.diagonal``: ~1.5 us of
+    argument handling each), and ``take`` for funsor's ``getitem`` of one
+    integer index array (what ``x[:, ..., index]`` gathers, a third of the
+    time)."""
+    x = operands[0]
+    if not isinstance(x, np.ndarray):
+        return None
+    if op_type is ops.TransposeOp:
+        return np.ndarray.swapaxes, tuple(params), {}
+    if op_type is ops.DiagonalOp:
+        dim1, dim2 = params
+        return np.ndarray.diagonal, (0, dim1, dim2), {}
+    if op_type is ops.GetitemOp:
+        index = operands[1]
+        if isinstance(index, np.ndarray) and index.dtype.kind in "iu":
+            (offset,) = params
+            return np.ndarray.take, (offset,), {}
+    return None
+
+
 _LAPACK_OPS = (ops.CholeskyOp, ops.QrOp, ops.TriangularSolveOp)
 
 
@@ -196,6 +218,9 @@ class NumpyBackend(ArrayBackend):
         if op_type is ops.LogsumexpOp and np.size(operands[0]) <= LOGSUMEXP_SHIFT_SIZE:
             axis, keepdims = params
             return np.logaddexp.reduce, (axis,), {"keepdims": keepdims}
+        method_call = _method_call(op_type, operands, params)
+        if method_call is not None:
+            return method_call
         ufunc = _REDUCING_UFUNCS.get(op_type)
         if ufunc is not None and np.size(operands[0]) > 0:
             # the ufunc's reduction itself (what np.sum and np.amax call

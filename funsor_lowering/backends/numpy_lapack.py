@@ -72,11 +72,13 @@ def triangular_solve(x, y, upper, transpose, shape):
     """funsor's ``ops.triangular_solve(x, y, upper, transpose)`` of a batch
     of right-hand-side matrices ``x`` and one triangular ``y``: ``z`` with
     ``y z = x`` (``yᵀ z = x`` if ``transpose``), of result ``shape``."""
-    trtrs = _routines("trtrs").get(x.dtype.char)
-    if trtrs is None or y.dtype != x.dtype:
+    dtype = np.result_type(x, y)  # (funsor's ``inv(y) @ x`` promotes too)
+    trtrs = _routines("trtrs").get(dtype.char)
+    if trtrs is None:
         if transpose:
             y = np.swapaxes(y, -2, -1)
         return (np.linalg.inv(y) @ x).reshape(shape)
+    x, y = x.astype(dtype, copy=False), y.astype(dtype, copy=False)
     n, k = x.shape[-2:]
     # a batch of right-hand sides side by side: one (n, batch * k) matrix
     # (for vectors, k = 1, a view in the Fortran order LAPACK takes)
