@@ -2,7 +2,7 @@
 ``torch.fx``."""
 
 import functools
-import itertools
+import hashlib
 import math
 import statistics
 import time
@@ -222,22 +222,33 @@ def compiled_function(program, leaves):
     # compiled for this signature's shapes alone, it stays static without
     # ``dynamic=False``, which, like ``fullgraph=True``, costs microseconds
     # per call.
-    return torch.compile(_own_code(program.specialized(leaves)))
+    body = program.specialized(leaves)
+    return torch.compile(_own_code(body, _content_digest(program, body, leaves)))
 
 
-def _own_code(function):
+def _own_code(function, digest):
     """``function`` behind a function with a code object of its own, from a
     file name of its own: dynamo keys what it learns of a function's input
-    shapes (automatic dynamic shapes) by file name, line and name, so a
-    shared name would make a later program's compile dynamic-shaped."""
+    shapes (automatic dynamic shapes; across processes too, given a
+    ``torch.compiler.config.job_id``) by file name, line and name, so a
+    shared name would make a later program's compile dynamic-shaped. The
+    name holds ``digest``, which only an equal body and signature share."""
     namespace = {"function": function}
-    filename = f"<funsor_lowering torch.compile {next(_OWN_CODE_COUNTER)}>"
+    filename = f"<funsor_lowering torch.compile {digest}>"
     source = "def program(*arrays):\n    return function(*arrays)\n"
     exec(compile(source, filename, "exec"), namespace)
     return namespace["program"]
 
 
-_OWN_CODE_COUNTER = itertools.count()
+def _content_digest(program, body, leaves):
+    """A digest of the generated ``body``, its input signature and the
+    program's constants' shapes and dtypes."""
+    constants = [
+        (tuple(c.shape), c.dtype) if isinstance(c, torch.Tensor) else type(c)
+        for c in program.constants
+    ]
+    text = repr((body.__source__, signature_of(leaves), constants))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def body_function(program, leaves):
