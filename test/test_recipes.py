@@ -127,6 +127,13 @@ def test_rsample_recipe_is_one_program_equal_to_eager(graph):
     assert not np.allclose(to_numpy(other[1]), to_numpy(log_prob))
     if BACKEND == "jax":  # jitted, the same key splits and draws, compiled
         assert_matches(seeded(program.jit(), 3, arrays), expected, rtol=1e-4, atol=1e-5)
+    if BACKEND == "torch":  # jitted, the same draws from the first call on
+        jitted = [program.jit(compiler="trace")]
+        if graph == "chain":  # (inductor takes seconds per program)
+            jitted += [program.jit(compiler="compile"), program.jit()]
+        for fn_ in jitted:
+            for _ in range(2):
+                assert_matches(seeded(fn_, 3, arrays), expected, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("graph", sorted(GRAPHS))

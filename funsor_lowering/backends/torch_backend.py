@@ -197,7 +197,9 @@ def traced_function(program, leaves):
         return tuple(iter_leaves(body(*arrays)))
 
     try:
-        with warnings.catch_warnings():
+        # the trace runs the body once: its draws must not advance the
+        # caller's random state (the first call would draw other numbers)
+        with program._array_backend.preserved_random_state(), warnings.catch_warnings():
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
             # deprecated in favour of torch.compile, which takes tens of
             # seconds to compile a program on CPU; trace still works
@@ -223,7 +225,13 @@ def compiled_function(program, leaves):
     # ``dynamic=False``, which, like ``fullgraph=True``, costs microseconds
     # per call.
     body = program.specialized(leaves)
-    return torch.compile(_own_code(body, _content_digest(program, body, leaves)))
+    # fallback_random: random ops call torch's own generators, in program
+    # order, so seeded draws equal the program's (inductor's default draws
+    # from a generator of its own)
+    return torch.compile(
+        _own_code(body, _content_digest(program, body, leaves)),
+        options={"fallback_random": True},
+    )
 
 
 def _own_code(function, digest):
