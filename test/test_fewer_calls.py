@@ -864,6 +864,58 @@ def test_numpy_array_methods_equal_funsors_functions(data):
         np.testing.assert_array_equal(actual, expected)
 
 
+def _numpy_program_warnings(fn, **arrays):
+    """The source of ``fn``'s compiled program's body, and ``(outputs,
+    warning messages)`` of eager funsor (``fn`` of funsor ops on the arrays)
+    and of the program, second call (its generated entry)."""
+    import warnings
+
+    from funsor_lowering import compile_function
+
+    program = compile_function(fn, **{k: Reals[v.shape] for k, v in arrays.items()})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program(**arrays)  # the first call builds the body
+    body = program.specialized(program.validate(arrays)).__source__
+    results = [body]
+    for run in (lambda: fn(**arrays), lambda: program(**arrays)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = run()
+        results.append((out, sorted(str(w.message) for w in caught)))
+    return results
+
+
+@pytest.mark.skipif(BACKEND != "numpy", reason="numpy's floating point errors")
+def test_numpy_logs_of_zero_are_quiet_as_funsors():
+    # several logs run under one errstate per call: log(0) = -inf, no warning
+    def fn(x, y):
+        return ops.exp(ops.log(x) + ops.log(y)) + ops.log(x)
+
+    x, y = np.array([0.0, 1.0, 2.0]), np.array([3.0, 0.0, 1.0])
+    body, (expected, eager_warnings), (actual, warnings_) = _numpy_program_warnings(
+        fn, x=x, y=y
+    )
+    assert body.count("with ") == 1  # the logs' errstate, once
+    np.testing.assert_array_equal(actual, expected)
+    assert warnings_ == eager_warnings == []
+
+
+@pytest.mark.skipif(BACKEND != "numpy", reason="numpy's floating point errors")
+def test_numpy_division_by_zero_still_warns_beside_logs():
+    def fn(x, y):
+        return ops.log(x) + ops.log(y) + ops.reciprocal(y)
+
+    x, y = np.array([0.0, 1.0, 2.0]), np.array([3.0, 0.0, 1.0])
+    body, (expected, eager_warnings), (actual, warnings_) = _numpy_program_warnings(
+        fn, x=x, y=y
+    )
+    assert "with " not in body  # each log ignores its own divide errors
+    np.testing.assert_array_equal(actual, expected)
+    assert warnings_ == eager_warnings
+    assert any("divide by zero" in w for w in warnings_)
+
+
 @pytest.mark.skipif(BACKEND != "jax", reason="jax's lax specializations")
 @given(st.data())
 def test_jax_layout_specializations_equal_jax_numpy(data):

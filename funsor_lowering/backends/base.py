@@ -37,6 +37,14 @@ class ArrayBackend:
         impl = self.fast_implementation(op_type, params)
         return None if impl is None else (impl, tuple(params), {})
 
+    def body_context(self, operations, resolved):
+        """``(context, resolved)``: a generated body's statements may run
+        inside ``with context():`` (a callable, or ``None`` for none), with
+        the implementations ``resolved`` (per operation, as
+        :func:`~funsor_lowering.program.codegen.resolve` gives them) the
+        backend may change for it."""
+        return None, resolved
+
     def activate(self):
         """Make sure funsor's op implementations for this backend are registered."""
 

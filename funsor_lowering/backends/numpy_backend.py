@@ -6,7 +6,7 @@ import numpy as np
 from funsor import ops
 
 from ..dtypes import dtype_kind
-from ..extra_ops import LogsumexpScanEmittingOp, LogsumexpScanOp
+from ..extra_ops import LogsumexpScanEmittingOp, LogsumexpScanOp, TupleItemOp
 from . import numpy_lapack
 from .base import ArrayBackend, python_literal
 
@@ -122,6 +122,58 @@ def _sigmoid():
     return expit
 
 
+def log_ignoring_divide(x):
+    """funsor's ``ops.log`` of a float array: ``log(0) = -inf`` without
+    numpy's divide-by-zero warning."""
+    with np.errstate(divide="ignore"):
+        return np.log(x)
+
+
+# Op types (exactly) whose numpy implementations never report a division by
+# zero (numpy's ``divide`` floating point error): a body made of these alone
+# may run under one ``errstate(divide="ignore")`` for all its logs.
+_DIVIDE_FREE_OPS = (
+    ops.AddOp,
+    ops.SubOp,
+    ops.MulOp,
+    ops.NegOp,
+    ops.ExpOp,
+    ops.LogOp,
+    ops.SqrtOp,
+    ops.AbsOp,
+    ops.MatmulOp,
+    ops.EinsumOp,
+    ops.SumOp,
+    ops.AmaxOp,
+    ops.AminOp,
+    ops.MaxOp,
+    ops.MinOp,
+    ops.LogsumexpOp,
+    ops.LogaddexpOp,
+    ops.CatOp,
+    ops.StackOp,
+    ops.ReshapeOp,
+    ops.TransposeOp,
+    ops.PermuteOp,
+    ops.ExpandOp,
+    ops.GetsliceOp,
+    ops.GetitemOp,
+    ops.DiagonalOp,
+    ops.NewZerosOp,
+    ops.CholeskyOp,
+    ops.TriangularSolveOp,
+    ops.QrOp,
+    ops.RandnOp,
+    TupleItemOp,
+    LogsumexpScanOp,
+    LogsumexpScanEmittingOp,
+)
+
+
+def _ignoring_divide():
+    return np.errstate(divide="ignore")
+
+
 def cholesky_inverse(x):
     """funsor's ``ops.cholesky_inverse`` (``(L Lᵀ)⁻¹`` of a lower triangular
     ``L``) in numpy calls, as funsor's ``cholesky_solve`` computes it."""
@@ -218,6 +270,8 @@ class NumpyBackend(ArrayBackend):
         if op_type is ops.LogsumexpOp and np.size(operands[0]) <= LOGSUMEXP_SHIFT_SIZE:
             axis, keepdims = params
             return np.logaddexp.reduce, (axis,), {"keepdims": keepdims}
+        if op_type is ops.LogOp and operands[0].dtype.kind == "f":
+            return log_ignoring_divide, (), {}
         method_call = _method_call(op_type, operands, params)
         if method_call is not None:
             return method_call
@@ -228,6 +282,17 @@ class NumpyBackend(ArrayBackend):
             axis, keepdims = params
             return ufunc.reduce, (axis,), {"keepdims": keepdims}
         return super().fast_call(op_type, operands, params, dispatched)
+
+    def body_context(self, operations, resolved):
+        # two logs or more: one errstate for the whole body (~2 us each),
+        # where no other op could have its divide-by-zero warning hidden
+        logs = [k for k, r in enumerate(resolved) if r[0] is log_ignoring_divide]
+        if len(logs) < 2 or not all(type(o.op) in _DIVIDE_FREE_OPS for o in operations):
+            return None, resolved
+        resolved = list(resolved)
+        for k in logs:
+            resolved[k] = (np.log, (), {})
+        return _ignoring_divide, resolved
 
     def is_array(self, value):
         return isinstance(value, (np.ndarray, np.generic))

@@ -231,14 +231,15 @@ def op_source(op):
     return source
 
 
-def generate_function_source(program, name, *, standalone, resolved=None):
+def generate_function_source(program, name, *, standalone, resolved=None, context=None):
     """Source of ``def name(...)`` and the globals it needs.
 
     With ``standalone=False`` the function takes the inputs positionally and
     reads ops and constants from the returned globals dict. With
     ``standalone=True`` it takes the inputs as keywords and refers to ops as
     ``ops.<name>`` and to module-level names the caller defines (constants and
-    parametrized ops, listed in the returned dict as name -> object).
+    parametrized ops, listed in the returned dict as name -> object). With
+    ``context`` (a callable), the statements run inside ``with context():``.
     """
     names = program.value_names
     namespace = Namespace(reserved=list(names) + [name])
@@ -323,6 +324,12 @@ def generate_function_source(program, name, *, standalone, resolved=None):
         base, params = impl_names[key]
         return f"{base}({', '.join([args] + params)})"
 
+    indent = "    "
+    if context is not None:
+        context_name = namespace.create("_context")
+        globals_[context_name] = context
+        lines.append(f"    with {context_name}():")
+        indent = "        "
     for k, operation in enumerate(program.operations):
         args = ", ".join(names[a] for a in operation.args)
         if operation.packed:
@@ -332,10 +339,10 @@ def generate_function_source(program, name, *, standalone, resolved=None):
             call = f"{op_name(operation.op)}({args})"
         else:
             call = impl_call(operation, *resolved[k], args)
-        lines.append(f"    {target} = {call}")
+        lines.append(f"{indent}{target} = {call}")
     key_source = None if standalone else KeyNames(namespace, globals_)
     output = structure_source(program.output, output_sources, key_source)
-    lines.append(f"    return {output}")
+    lines.append(f"{indent}return {output}")
     return "\n".join(lines), globals_
 
 
@@ -403,8 +410,11 @@ def build_body(program, values):
     for the argument types they produce), and the outputs of the reference
     evaluation that resolved them."""
     env, resolved = evaluate(program, values)
+    context, resolved = program._array_backend.body_context(
+        program.operations, resolved
+    )
     source, globals_ = generate_function_source(
-        program, "program", standalone=False, resolved=resolved
+        program, "program", standalone=False, resolved=resolved, context=context
     )
     return _define(source, globals_, "program"), outputs_of(program, env)
 
