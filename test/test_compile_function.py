@@ -4,6 +4,7 @@ a clear error for code that needs concrete values. References: the same
 function run by funsor eagerly on Tensors of the same arrays."""
 
 import funsor
+import numpy as np
 import pytest
 from funsor import ops
 from funsor.domains import Bint, Real, Reals
@@ -27,9 +28,11 @@ from .helpers import (
     assert_matches,
     data_of,
     evaluate,
+    from_numpy,
     random_arrays,
     run_in_fresh_process,
     run_three_ways,
+    to_numpy,
 )
 
 
@@ -261,3 +264,27 @@ def test_reduction_funsor_normalize_cannot_build():
         return (f["i"] * 2.0).reduce(ops.logaddexp, "i")
 
     check_function(fn, f=Reals[5])
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+def test_division_by_zero_gives_eager_funsors_infinity():
+    # funsor's normalize writes x / y as x * reciprocal(y), and funsor's
+    # reciprocal takes 1 / 0 to the largest float; eager funsor divides
+    def fn(x, y):
+        ratio = x / y
+        return {"ratio": ratio, "exp": ratio.exp(), "sum": (x["i"] / y["i"]).sum()}
+
+    domains = {"x": Reals[3], "y": Reals[3]}
+    arrays = {
+        "x": from_numpy(np.array([0.5, 1.0, -2.0])),
+        "y": from_numpy(np.array([2.0, 0.0, 0.0])),
+    }
+    program = compile_function(fn, **domains)
+    with compiling as interp:
+        symbolic = fn(**{k: Variable(k, d) for k, d in domains.items()})
+    block_program = interp.compile(symbolic, inputs=domains)
+    expected = eager_reference(fn, arrays, symbolic)
+    assert np.isinf(to_numpy(expected["ratio"])[1:]).all()
+    for compiled in (program, block_program):
+        for actual in run_three_ways(compiled, arrays):
+            assert_matches(actual, expected, rtol=1e-6, atol=0)

@@ -23,6 +23,7 @@ Example::
 
 import functools
 
+from funsor import ops
 from funsor.adjoint import AdjointTape
 from funsor.interpretations import (
     Interpretation,
@@ -32,7 +33,7 @@ from funsor.interpretations import (
     reflect,
 )
 from funsor.interpreter import get_interpretation
-from funsor.terms import Align, Cat, Funsor, Slice, Subs, Variable, substitute
+from funsor.terms import Align, Binary, Cat, Funsor, Slice, Subs, Variable, substitute
 
 from .. import hooks
 from ..compiler import compile_structure
@@ -247,6 +248,11 @@ class CompilingInterpretation(Interpretation):
                 return result
             if cls is Subs:
                 return _substituted(*args)
+            if cls is Binary and type(args[0]) is ops.TruedivOp:
+                # funsor's normalize writes x / y as x * reciprocal(y), and
+                # its reciprocal takes 1 / 0 to the largest float, not inf:
+                # keep the division as written (as eager funsor divides)
+                return reflect.interpret(cls, *args)
             if fuses_non_distributive(cls, args):
                 # funsor 0.4.8's normalize would merge this reduction into a
                 # Contraction of a non-distributive pair, e.g.
