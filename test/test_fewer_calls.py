@@ -7,6 +7,8 @@ function on the same arrays)."""
 import itertools
 import math
 import string
+import subprocess
+import sys
 
 import funsor
 import numpy as np
@@ -815,7 +817,9 @@ def test_numpy_logsumexp_over_a_short_axis_of_a_large_array_equals_funsors(data)
         expected = ops.logsumexp(x, axis, keepdims)  # funsor's numpy version
     actual = program(x=x)
     assert actual.shape == expected.shape and actual.dtype == expected.dtype
-    np.testing.assert_allclose(actual, expected, rtol=1e-5)
+    # a sum of exps near 1 leaves a result near 0 with the inputs' rounding
+    atol = 8 * np.finfo(dtype).eps  # inputs are standard normal
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=atol)
 
 
 @pytest.mark.skipif(BACKEND != "numpy", reason="numpy's fast implementations")
@@ -1066,19 +1070,48 @@ def test_negations_fold_into_products_and_sums_with_numbers(c):
     assert_matches(program(x=data), kept(x=Tensor(data)).data)
 
 
-def test_funsor_tuple_indexing_still_works_after_programs_slice_arrays():
-    """funsor caches getslice ops by ``(index,)``: an op made with the index
-    ``(1,)`` would be the one ``Tuple(...)[1]`` gets, and funsor's eager
-    Tuple indexing fails with it. Our ops never hold one-item tuples."""
-    from funsor.terms import Tuple
+_TUPLE_INDEXING_SCRIPT = """
+import importlib, sys
+import funsor
+from funsor.domains import Reals
+from funsor.tensor import Tensor
+from funsor.terms import Tuple, Variable
+from funsor_lowering import compile_funsor, trace_function
+from funsor_lowering.extra_ops import getslice_op
 
-    from funsor_lowering.extra_ops import getslice_op
-
-    x = Variable("x", Reals[4, 3])
-    program = compile_funsor(x[1] + x[2:3].sum(0))  # slices of one array
+backend = sys.argv[1]
+funsor.set_backend(backend)
+modules = {"numpy": "numpy", "torch": "torch", "jax": "jax.numpy"}
+xp = importlib.import_module(modules[backend])
+x = Variable("x", Reals[4, 3])
+arrays = {"y": xp.ones((4, 3))}
+programs = [  # kept alive (funsor's op cache holds ops weakly); trace first
+    trace_function(lambda y: y[(1,)] + y[(slice(2, 3),)].sum(0), arrays),
+    compile_funsor(x[1] + x[2:3].sum(0)),
+]
+for program in programs:
     for operation in program.operations:
         index = operation.op.defaults.get("index")
         assert not (isinstance(index, tuple) and len(index) == 1), operation
-    assert getslice_op((1,)).defaults["index"] == 1
-    pair = Tuple((Tensor(backend_randn(3)), Tensor(backend_randn(2))))
-    assert_matches(pair[1].data, pair.args[1].data)
+assert getslice_op((1,)).defaults["index"] == 1
+pair = Tuple((Tensor(xp.ones(3)), Tensor(xp.zeros(2))))
+assert pair[1].data.shape == (2,) and float(pair[1].data.sum()) == 0.0
+print("ok")
+"""
+
+
+def test_funsor_tuple_indexing_still_works_after_programs_slice_arrays():
+    """funsor caches getslice ops by ``(index,)``: an op made with the index
+    ``(1,)`` would be the one ``Tuple(...)[1]`` gets, and funsor's eager
+    Tuple indexing fails with it. Ops made by compiling or tracing (``y[(1,)]``
+    of a traced array) never hold one-item tuples. Run in a fresh process:
+    any code of this one may have made such an op first (``funsor`` does for
+    ``t[(1,)]``), and funsor keeps the first one made."""
+    result = subprocess.run(
+        [sys.executable, "-c", _TUPLE_INDEXING_SCRIPT, BACKEND],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

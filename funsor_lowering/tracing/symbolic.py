@@ -28,7 +28,7 @@ from funsor.tensor import tensor_to_funsor
 from funsor.terms import to_funsor
 
 from ..dtypes import dtype_kind
-from ..extra_ops import take
+from ..extra_ops import getslice_op, take
 from .concretization import refuse
 
 
@@ -81,8 +81,8 @@ class SymbolicArray:
                     f"supported; index arrays with funsor.ops (ops.take of "
                     f"funsor_lowering.extra_ops, funsor Tensors)"
                 )
-        if not arrays:
-            return ops.getslice(self, index)
+        if not arrays:  # never a one-item tuple op: see extra_ops.getslice_op
+            return getslice_op(index)(self)
         if len(arrays) > 1 or any(isinstance(p, int) for p in index):
             raise TypeError(
                 "indexing a traced value by an index array together with ints or "
@@ -211,7 +211,7 @@ def _take_along(x, index, k):
         axis += x.ndim - consumed if part is Ellipsis else 1
     basic = index[:k] + (slice(None),) + index[k + 1 :]
     if any(p is not Ellipsis and p != slice(None) for p in basic):
-        x = ops.getslice(x, basic)
+        x = getslice_op(basic)(x)
     order = (axis,) + tuple(d for d in range(x.ndim) if d != axis)
     moved = ops.permute(x, order) if axis else x
     taken = take(moved, index[k])
