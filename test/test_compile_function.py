@@ -288,3 +288,32 @@ def test_division_by_zero_gives_eager_funsors_infinity():
     for compiled in (program, block_program):
         for actual in run_three_ways(compiled, arrays):
             assert_matches(actual, expected, rtol=1e-6, atol=0)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_inverse_pairs_keep_eager_funsors_edge_values():
+    # funsor's normalize cancels exp(log(x)), log(exp(x)) and
+    # reciprocal(reciprocal(x)); eager funsor computes both ops: nan for the
+    # log of a negative, inf for exp's overflow, and its reciprocal of 0 is
+    # the largest float (whose reciprocal is not 0)
+    def fn(x):
+        return {
+            "exp_log": x.log().exp(),
+            "log_exp": x.exp().log(),
+            "reciprocals": ops.reciprocal(ops.reciprocal(x)),
+        }
+
+    domains = {"x": Reals[4]}
+    arrays = {"x": from_numpy(np.array([-1.0, 0.0, 2.0, 1000.0]))}
+    program = compile_function(fn, **domains)
+    with compiling as interp:
+        symbolic = fn(**{k: Variable(k, d) for k, d in domains.items()})
+    block_program = interp.compile(symbolic, inputs=domains)
+    expected = eager_reference(fn, arrays, symbolic)
+    expected = {k: to_numpy(v) for k, v in expected.items()}
+    assert np.isnan(expected["exp_log"][0]) and np.isinf(expected["log_exp"][3])
+    for compiled in (program, block_program):
+        for actual in run_three_ways(compiled, arrays):
+            assert set(actual) == set(expected)
+            for k, e in expected.items():  # NaNs where eager funsor has NaNs
+                np.testing.assert_allclose(to_numpy(actual[k]), e, rtol=1e-6, atol=0)

@@ -33,7 +33,17 @@ from funsor.interpretations import (
     reflect,
 )
 from funsor.interpreter import get_interpretation
-from funsor.terms import Align, Binary, Cat, Funsor, Slice, Subs, Variable, substitute
+from funsor.terms import (
+    Align,
+    Binary,
+    Cat,
+    Funsor,
+    Slice,
+    Subs,
+    Unary,
+    Variable,
+    substitute,
+)
 
 from .. import hooks
 from ..compiler import compile_structure
@@ -253,6 +263,10 @@ class CompilingInterpretation(Interpretation):
                 # its reciprocal takes 1 / 0 to the largest float, not inf:
                 # keep the division as written (as eager funsor divides)
                 return reflect.interpret(cls, *args)
+            if cls is Unary and _cancels_inexactly(*args):
+                # funsor's normalize takes exp(log(x)) to x, where eager funsor
+                # gives nan for x < 0 (and log(exp(x)) inf on overflow)
+                return reflect.interpret(cls, *args)
             if fuses_non_distributive(cls, args):
                 # funsor 0.4.8's normalize would merge this reduction into a
                 # Contraction of a non-distributive pair, e.g.
@@ -283,6 +297,21 @@ class CompilingInterpretation(Interpretation):
             memo=self.recording.lowering_memo,
             input_types=input_types,
         )
+
+
+# funsor's normalize cancels these unary pairs (f(g(x)) -> x); in floating
+# point they are not inverses everywhere (log of a negative, exp overflow,
+# funsor's reciprocal of 0 is the largest float)
+_INEXACT_INVERSES = {
+    ops.ExpOp: ops.LogOp,
+    ops.LogOp: ops.ExpOp,
+    ops.ReciprocalOp: ops.ReciprocalOp,
+}
+
+
+def _cancels_inexactly(op, arg):
+    inverse = _INEXACT_INVERSES.get(type(op))
+    return inverse is not None and isinstance(arg, Unary) and type(arg.op) is inverse
 
 
 class EagerOrder(Align):
