@@ -19,6 +19,7 @@ from ..dtypes import dtype_kind  # noqa: E402
 from ..extra_ops import (  # noqa: E402
     RandnWithKeyOp,
     categorical_sample,
+    qr_project,
     split_key,
 )
 from ..structure import iter_leaves  # noqa: E402
@@ -172,6 +173,18 @@ hooks.install_jax_hooks()
 @split_key.register(_funsor_jax_arrays)
 def _split_key(key, index=0, num=2):
     return jax_threefry.split(key, num)[index]
+
+
+@qr_project.register(_funsor_jax_arrays, _funsor_jax_arrays)
+def _qr_project(m, u):
+    # one QR of [m | uᵀ] (in m's dtype, as ops.qr's R), its R only
+    cols, dtype = m.shape[-1], jnp.result_type(u, m)
+    u_t = jnp.swapaxes(u, -1, -2).astype(m.dtype)
+    batch = jnp.broadcast_shapes(m.shape[:-2], u_t.shape[:-2])
+    parts = [jnp.broadcast_to(x, batch + x.shape[-2:]) for x in (m, u_t)]
+    r = jnp.linalg.qr(jnp.concatenate(parts, -1), mode="r")  # differentiable
+    projected = jnp.swapaxes(r[..., :cols, cols:], -1, -2).astype(dtype)
+    return r[..., :cols, :cols], projected
 
 
 # funsor's dispatch reads typing's Tuple / Union, not the builtin forms

@@ -35,6 +35,7 @@ from jax import lax  # noqa: E402
 from ..extra_ops import (  # noqa: E402
     LogsumexpScanEmittingOp,
     LogsumexpScanOp,
+    QrProjectOp,
     RandnWithKeyOp,
     SplitKeyOp,
 )
@@ -236,9 +237,10 @@ def _randn_with_key(operands, shape=()):
 
 # funsor's jax implementations that are several jax.numpy calls (each with
 # its eager argument handling; a triangular solve takes ~190 us so, a
-# jitted kernel ~14 us): run as one kernel jax.jit compiles once per op,
-# parameters and shapes.
+# jitted kernel ~14 us), and our qr_project: run as one kernel jax.jit
+# compiles once per op, parameters and shapes.
 COMPOSED = (
+    QrProjectOp,
     ops.TriangularSolveOp,
     ops.TriangularInvOp,
     ops.CholeskySolveOp,

@@ -81,7 +81,7 @@ from .cat_slices import cat_simplifier, slice_of_cat
 from .cholesky_algebra import cholesky_identities
 from .editor import Editor, PassResult, Ref, pass_result, rewrite
 from .ir import ValueType
-from .qr_algebra import is_qr, qr_identities
+from .qr_algebra import is_qr, qr_identities, qr_projections
 from .row_broadcasts import ROW_REDUCTIONS, row_reduction, swap_of_slice
 from .vector_products import without_unit_axis
 from .vectorize import vectorize
@@ -588,10 +588,16 @@ PASSES = (
 FIRST_ROUND_ONLY = (vectorize,)
 
 
-def optimize(program, passes=PASSES, max_rounds=4):
-    """Run ``passes`` in order until none changes the program. A pass is not
-    run again on the very program it last left unchanged (passes are
-    deterministic: it would leave it unchanged again)."""
+# Passes run once, after the others: they write ops the others know nothing
+# of (``qr_projections`` a QR whose factors the identities no longer read).
+FINAL_PASSES = (qr_projections,)
+
+
+def optimize(program, passes=PASSES, max_rounds=4, final_passes=FINAL_PASSES):
+    """Run ``passes`` in order until none changes the program, then
+    ``final_passes`` once each. A pass is not run again on the very program
+    it last left unchanged (passes are deterministic: it would leave it
+    unchanged again)."""
     left_unchanged = {}  # pass -> the program it last left unchanged
     for round_ in range(max_rounds):
         modified = False
@@ -607,6 +613,8 @@ def optimize(program, passes=PASSES, max_rounds=4):
                 left_unchanged[run_pass] = program
         if not modified:
             break
+    for run_pass in final_passes:
+        program = run_pass(program).program
     return program
 
 

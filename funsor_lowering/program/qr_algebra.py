@@ -30,8 +30,10 @@ Example::
 
 from funsor import ops
 
-from ..extra_ops import TupleItemOp
+from ..extra_ops import TupleItemOp, qr_project
 from ..shapes import permutation_dims
+from ..structure import iter_leaves, map_leaves
+from .editor import Editor, PassResult, pass_result
 from .ir import ValueType
 
 SWAP_LAST_TWO = ops.TransposeOp(axis1=-1, axis2=-2)
@@ -155,4 +157,126 @@ def _projected(editor, ref, pair):
     )
 
 
-__all__ = ["is_qr", "qr_identities", "swapped"]
+def qr_projections(program):
+    """The :class:`~.editor.PassResult` of writing, on jax, each reduced QR
+    of a tall ``M`` whose ``Q`` only multiplies one value ``u`` (``u @ Q``,
+    what a Gaussian's compression reads of ``Q``) as ``qr_project(M, u)``
+    (a vector ``u`` as a row), which never forms ``Q``. (Under ``jax.jit``
+    forming ``Q`` takes two thirds of a small QR; numpy's and torch's QRs
+    take about as long without it.) Run after the identities above, which
+    may make a QR dead.
+    """
+    if program.backend != "jax":
+        return PassResult(program, False)
+    plans = _projected_qrs(program)
+    if not plans:
+        return PassResult(program, False)
+    first = program.first_operation
+    types = program.value_types
+    editor = Editor.of(program)
+    replaced = {}  # value -> (QR value, item of qr_project)
+    for qr_value, (_, r_items, q_items, products) in plans.items():
+        replaced.update({v: (qr_value, 0) for v in r_items})
+        replaced.update({v: (qr_value, 1) for v in products})
+        replaced.update({v: (qr_value, None) for v in q_items})  # never read
+    projections = {}  # QR value -> the ref of its qr_project
+
+    def ref_of(value):
+        # a replaced value is emitted where it is first read (u may be
+        # computed after the QR, never after the first reader)
+        if value in editor.remap:
+            return editor.remap[value]
+        qr_value, index = replaced[value]
+        u = plans[qr_value][0]
+        vector = len(types[u].shape) == 1  # u @ Q of a vector u, as a row
+        if qr_value not in projections:
+            m = ref_of(program.operations[qr_value - first].args[0])
+            rows = ref_of(u)
+            if vector:
+                row_type = ValueType((1,) + types[u].shape, types[u].kind)
+                reshape = ops.ReshapeOp(shape=row_type.shape)
+                rows = editor.emit(reshape, [rows], False, row_type)
+            projections[qr_value] = editor.emit(qr_project, [m, rows], False, None)
+        item_type = types[value]
+        if index == 1 and vector:  # the product as a row
+            item_type = ValueType(
+                item_type.shape[:-1] + (1,) + item_type.shape[-1:], item_type.kind
+            )
+        item = TupleItemOp(index=index)
+        ref = editor.emit(item, [projections[qr_value]], False, item_type)
+        if item_type is not types[value]:
+            reshape = ops.ReshapeOp(shape=types[value].shape)
+            ref = editor.emit(reshape, [ref], False, types[value])
+        editor.remap[value] = ref
+        return ref
+
+    for k, operation in enumerate(program.operations):
+        value = first + k
+        if value in plans or value in replaced:
+            continue
+        args = [ref_of(a) for a in operation.args]
+        editor.remap[value] = editor.emit(
+            operation.op, args, operation.packed, types[value]
+        )
+    output = map_leaves(ref_of, program.output)
+    return pass_result(program, editor.finish(output))
+
+
+def _projected_qrs(program):
+    """``{qr value: (u, R items, Q items, products)}`` for the QRs
+    :func:`qr_projections` rewrites (values numbered as in ``program``)."""
+    first = program.first_operation
+    types = program.value_types
+    readers = {}
+    for k, operation in enumerate(program.operations):
+        for a in set(operation.args):
+            readers.setdefault(a, []).append(first + k)
+    outputs = set(iter_leaves(program.output))
+    plans = {}
+    for k, operation in enumerate(program.operations):
+        value = first + k
+        if not (
+            isinstance(operation.op, ops.QrOp)
+            and operation.op.defaults["mode"] == "reduced"
+            and value not in outputs
+        ):
+            continue
+        m_type = types[operation.args[0]]
+        if m_type is None or len(m_type.shape) < 2:
+            continue
+        rows, cols = m_type.shape[-2:]
+        if rows <= cols:
+            continue
+        items = [(v, program.operations[v - first]) for v in readers.get(value, ())]
+        if not all(isinstance(item.op, TupleItemOp) for _, item in items):
+            continue
+        r_items = [v for v, item in items if item.op.defaults["index"] == 1]
+        q_items = [v for v, item in items if item.op.defaults["index"] == 0]
+        products, users = [], set()
+        for q in q_items:
+            for v in readers.get(q, ()):
+                product = program.operations[v - first]
+                if isinstance(product.op, ops.MatmulOp) and product.args[1] == q:
+                    if product.args[0] != q:
+                        products.append(v)
+                        users.add(product.args[0])
+                        continue
+                users.add(None)  # another reader: Q is needed
+        if len(users) != 1 or None in users or outputs & set(q_items):
+            continue
+        (u,) = users
+        u_type = types[u]
+        read_at = [r for v in r_items + products for r in readers.get(v, ())]
+        if (
+            u_type is None
+            or any(types[v] is None for v in r_items + products)
+            or not u_type.shape
+            or u_type.shape[-1] != rows
+            or u >= min(read_at, default=u + 1)  # u is computed too late
+        ):
+            continue
+        plans[value] = (u, r_items, q_items, products)
+    return plans
+
+
+__all__ = ["is_qr", "qr_identities", "qr_projections", "swapped"]

@@ -35,6 +35,7 @@ from ..extra_ops import (
     RANDOM_OP_TYPES,
     LogsumexpScanEmittingOp,
     LogsumexpScanOp,
+    QrProjectOp,
     TupleItemOp,
 )
 from ..structure import map_leaves
@@ -109,10 +110,16 @@ def _batch(editor, operation, refs, flags, arg_types, member, size):
         )
     if isinstance(op, TupleItemOp):
         return editor.emit(op, refs, operation.packed, _batched_type(member, size))
-    if member is None and not isinstance(op, _TRAILING):
+    if member is None and not isinstance(op, _TRAILING + (QrProjectOp,)):
         raise NotImplementedError(f"{where}: the result's shape is unknown")
     if None in arg_types:
         raise NotImplementedError(f"{where}: an argument's shape is unknown")
+    if isinstance(op, QrProjectOp):  # on trailing axes; leading ones broadcast
+        refs = [
+            r if f else _broadcast(editor, r, t, size)
+            for r, f, t in zip(refs, flags, arg_types)
+        ]
+        return editor.emit(op, refs, operation.packed, None)
     if isinstance(op, ops.MatmulOp):
         return _batch_matmul(editor, refs, flags, arg_types, member, size)
     if isinstance(op, (LogsumexpScanOp, LogsumexpScanEmittingOp)):

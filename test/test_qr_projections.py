@@ -1,0 +1,81 @@
+"""A QR whose ``Q`` only multiplies one value (how funsor compresses a wide
+Gaussian) is, on jax, one QR of ``[M | uᵀ]`` that never forms ``Q``
+(``qr_projections``, ``extra_ops.qr_project``); numpy's and torch's programs
+keep funsor's QR. Programs equal eager funsor either way, vmapped too."""
+
+import funsor
+import numpy as np
+import pytest
+from funsor import ops
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmarks.cases import FFBS, Kalman, random_inputs
+from funsor_lowering.extra_ops import QrProjectOp, qr_project
+
+from .helpers import assert_matches, from_numpy, to_numpy
+
+BACKEND = funsor.get_backend()
+
+
+def op_types(program):
+    return {type(o.op) for o in program.operations}
+
+
+@pytest.mark.skipif(
+    BACKEND != "jax", reason="jax's implementation (elsewhere: funsor's qr, matmul)"
+)
+@settings(deadline=None, max_examples=30)
+@given(
+    batch=st.lists(st.integers(1, 3), max_size=2),
+    cols=st.integers(1, 4),
+    extra=st.integers(1, 4),
+    k=st.integers(1, 3),
+    u_batched=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_qr_project_equals_funsors_qr_and_matmul(
+    batch, cols, extra, k, u_batched, seed
+):
+    import funsor_lowering.backends.jax_backend  # noqa: F401  registers it
+
+    rng = np.random.default_rng(seed)
+    rows = cols + extra
+    m = rng.standard_normal((*batch, rows, cols)).astype(np.float32)
+    u_shape = (*batch, k, rows) if u_batched else (k, rows)
+    m, u = from_numpy(m), from_numpy(rng.standard_normal(u_shape).astype(np.float32))
+    q, r = ops.qr(m)
+    actual = qr_project(m, u)
+    assert type(actual) is tuple  # not funsor's generic version: jax's own
+    assert_matches(actual, (r, ops.matmul(u, q)), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", [Kalman(10), FFBS()], ids=lambda c: c.name)
+def test_gaussian_programs_form_q_on_numpy_and_torch_only(case):
+    arrays = random_inputs(case)
+    program = case.program(arrays)
+    types = op_types(program)
+    if BACKEND == "jax":
+        assert QrProjectOp in types and ops.QrOp not in types
+    else:
+        assert ops.QrOp in types and QrProjectOp not in types
+    if isinstance(case, Kalman):  # (FFBS draws: test_recipes compares them)
+        expected = case.funsor_eager(**arrays)
+        assert_matches(program(**arrays), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_vmapped_kalman_filter_equals_a_loop_of_eager_funsor():
+    case = Kalman(10)
+    arrays = random_inputs(case)
+    program = case.program(arrays)
+    batched = {  # three members' white vectors, the precisions shared
+        k: from_numpy(np.stack([to_numpy(v) * (1 + 0.1 * i) for i in range(3)]))
+        for k, v in arrays.items()
+        if k.startswith("w")
+    }
+    mapped = program.vmap({k: 0 if k in batched else None for k in arrays})
+    actual = mapped(**{**arrays, **batched})
+    for i in range(3):
+        member = {**arrays, **{k: v[i] for k, v in batched.items()}}
+        expected = case.funsor_eager(**member)
+        assert_matches(actual[i], expected, rtol=1e-4, atol=1e-4)
