@@ -37,7 +37,6 @@ from ..extra_ops import (
     LogsumexpScanOp,
     QrProjectOp,
     TupleItemOp,
-    qr_project,
 )
 from ..structure import map_leaves
 from . import vectorize
@@ -116,7 +115,8 @@ def _batch(editor, operation, refs, flags, arg_types, member, size):
     if None in arg_types:
         raise NotImplementedError(f"{where}: an argument's shape is unknown")
     if isinstance(op, QrProjectOp):
-        return _batch_qr_project(editor, refs, flags, arg_types, size)
+        refs, _ = _lined_up(editor, refs, flags, arg_types, size)
+        return editor.emit(op, refs, operation.packed, None)
     if isinstance(op, ops.MatmulOp):
         return _batch_matmul(editor, refs, flags, arg_types, member, size)
     if isinstance(op, (LogsumexpScanOp, LogsumexpScanEmittingOp)):
@@ -155,10 +155,21 @@ def _batch(editor, operation, refs, flags, arg_types, member, size):
 def _batch_matmul(editor, refs, flags, arg_types, member, size):
     """``a @ b`` with batched operands: a batched vector is a batched row
     (left) or column (right) matrix (shared operands broadcast as matmul
-    broadcasts). A batched operand with fewer leading axes than the other
-    gets unit axes after the batch axis, so that the batch axis is first
-    (matmul lines leading axes up from the right)."""
+    broadcasts)."""
     vectors = [f and len(t.shape) == 1 for f, t in zip(flags, arg_types)]
+    refs, types = _lined_up(editor, refs, flags, arg_types, size)
+    return emit_matmul(editor, refs, types, vectors, _batched_type(member, size))
+
+
+def _elementwise(op):
+    return isinstance(op, vectorize.UNARY_ELEMENTWISE + vectorize.BINARY_ELEMENTWISE)
+
+
+def _lined_up(editor, refs, flags, arg_types, size):
+    """``(refs, types)`` of the operands of an op on the last two axes whose
+    leading axes broadcast from the right (matmul, ``qr_project``): a
+    batched operand with fewer leading axes than another gets unit axes
+    after the batch axis, so that the batch axis stays first."""
     leading = max(max(len(t.shape) - 2, 0) for t in arg_types)
     aligned, types = [], []
     for ref, batched, value_type in zip(refs, flags, arg_types):
@@ -172,27 +183,7 @@ def _batch_matmul(editor, refs, flags, arg_types, member, size):
             value_type = batched_type
         aligned.append(ref)
         types.append(value_type)
-    return emit_matmul(editor, aligned, types, vectors, _batched_type(member, size))
-
-
-def _elementwise(op):
-    return isinstance(op, vectorize.UNARY_ELEMENTWISE + vectorize.BINARY_ELEMENTWISE)
-
-
-def _batch_qr_project(editor, refs, flags, arg_types, size):
-    """``qr_project`` (on the last two axes; the leading ones broadcast) of
-    operands given as many leading axes as the one with most, the batch
-    axis first (of size 1 where unbatched), so that the axes line up."""
-    leading = max(len(t.shape) - 2 for t in arg_types)
-    aligned = []
-    for ref, batched, value_type in zip(refs, flags, arg_types):
-        units = leading - (len(value_type.shape) - 2)
-        if units or not batched:
-            shape = (size if batched else 1,) + (1,) * units + value_type.shape
-            reshape = ops.ReshapeOp(shape=shape)
-            ref = editor.emit(reshape, [ref], False, ValueType(shape, value_type.kind))
-        aligned.append(ref)
-    return editor.emit(qr_project, aligned, False, None)
+    return aligned, types
 
 
 def _broadcast(editor, ref, value_type, size):
