@@ -13,6 +13,9 @@ neutral array syntax, with shape rules. Funsor evaluates them like any op.
   them from their parameters.
 - ``qr_project(m, u)``: a QR's ``R`` and ``u @ Q`` (jax computes them
   without forming ``Q``).
+- ``vecdot(x, y)``: ``sum(x * y, -1)`` in one backend call.
+- ``triangular_solve_vectors(x, y)``: ``ops.triangular_solve`` of a batch
+  of vectors, without their unit axis (torch: one solve from the right).
 - ``categorical_sample``, ``randn_with_key``, ``split_key``: random draws
   and jax keys as operands, so the tracer records them as live operations.
 
@@ -124,6 +127,55 @@ def qr_project(m, u):
 QrProjectOp = type(qr_project)
 
 
+@ops.BinaryOp.make(module_name="funsor_lowering.extra_ops")
+def vecdot(x, y):
+    """``ops.sum(x * y, -1)``, the dot products of vectors on the last axis
+    (leading axes broadcast): one call where the backend has one
+    (``torch.linalg.vecdot``, numpy 2's ``np.vecdot``), where funsor's
+    Gaussians square and sum whitened residuals.
+
+    >>> vecdot(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([1.0, 1.0]))
+    array([3., 7.])
+    """
+    return ops.sum(ops.mul(x, y), -1)
+
+
+VecdotOp = type(vecdot)
+
+
+@find_domain.register(VecdotOp)
+def find_domain_vecdot(op, x, y):
+    batch = np.broadcast_shapes(x.shape[:-1], y.shape[:-1])
+    return Array[find_domain(ops.mul, x, y).dtype, tuple(batch)]
+
+
+@ops.BinaryOp.make(module_name="funsor_lowering.extra_ops")
+def triangular_solve_vectors(x, y, upper=False, transpose=False):
+    """``ops.triangular_solve`` of a batch of vectors ``x`` (``[..., n]``)
+    and triangular ``y`` (``[..., n, n]``): ``z`` with ``y z = x`` (``yᵀ z =
+    x`` if ``transpose``) per vector, without the unit axis that
+    ``ops.triangular_solve`` needs (``triangular_solve(x[..., None], y)[...,
+    0]``, three calls). torch solves a batch of vectors and one matrix as
+    one solve from the right (``Z yᵀ = X``), numpy as one LAPACK call.
+
+    >>> y = np.array([[2.0, 0.0], [1.0, 1.0]])
+    >>> triangular_solve_vectors(np.array([[2.0, 3.0], [4.0, 2.0]]), y)
+    array([[1., 2.],
+           [2., 0.]])
+    """
+    column = ops.unsqueeze(x, -1)
+    return ops.triangular_solve(column, y, upper, transpose)[..., 0]
+
+
+TriangularSolveVectorsOp = type(triangular_solve_vectors)
+
+
+@find_domain.register(TriangularSolveVectorsOp)
+def find_domain_triangular_solve_vectors(op, x, y):
+    batch = np.broadcast_shapes(x.shape[:-1], y.shape[:-2])
+    return Array[x.dtype, tuple(batch) + tuple(x.shape[-1:])]
+
+
 __all__ = [
     "RANDOM_OP_TYPES",
     "CategoricalSampleOp",
@@ -135,7 +187,9 @@ __all__ = [
     "RandnWithKeyOp",
     "SplitKeyOp",
     "TakeOp",
+    "TriangularSolveVectorsOp",
     "TupleItemOp",
+    "VecdotOp",
     "categorical_sample",
     "distribution_log_prob",
     "distribution_sample",
@@ -146,7 +200,9 @@ __all__ = [
     "split_key",
     "take",
     "getslice_op",
+    "triangular_solve_vectors",
     "tuple_item",
+    "vecdot",
 ]
 
 

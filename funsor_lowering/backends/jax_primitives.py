@@ -38,6 +38,8 @@ from ..extra_ops import (  # noqa: E402
     QrProjectOp,
     RandnWithKeyOp,
     SplitKeyOp,
+    TriangularSolveVectorsOp,
+    VecdotOp,
 )
 from . import jax_threefry  # noqa: E402
 
@@ -237,10 +239,12 @@ def _randn_with_key(operands, shape=()):
 
 # funsor's jax implementations that are several jax.numpy calls (each with
 # its eager argument handling; a triangular solve takes ~190 us so, a
-# jitted kernel ~14 us), and our qr_project: run as one kernel jax.jit
-# compiles once per op, parameters and shapes.
+# jitted kernel ~14 us), and our qr_project, vecdot and vector solves: run
+# as one kernel jax.jit compiles once per op, parameters and shapes.
 COMPOSED = (
     QrProjectOp,
+    VecdotOp,
+    TriangularSolveVectorsOp,
     ops.TriangularSolveOp,
     ops.TriangularInvOp,
     ops.CholeskySolveOp,

@@ -6,7 +6,13 @@ import numpy as np
 from funsor import ops
 
 from ..dtypes import dtype_kind
-from ..extra_ops import LogsumexpScanEmittingOp, LogsumexpScanOp, TupleItemOp
+from ..extra_ops import (
+    LogsumexpScanEmittingOp,
+    LogsumexpScanOp,
+    TriangularSolveVectorsOp,
+    TupleItemOp,
+    VecdotOp,
+)
 from . import numpy_lapack
 from .base import ArrayBackend, python_literal
 
@@ -162,6 +168,8 @@ _DIVIDE_FREE_OPS = (
     ops.NewZerosOp,
     ops.CholeskyOp,
     ops.TriangularSolveOp,
+    TriangularSolveVectorsOp,
+    VecdotOp,
     ops.QrOp,
     ops.RandnOp,
     TupleItemOp,
@@ -197,6 +205,12 @@ def qr(x, mode="reduced"):
     return np.linalg.qr(x, mode=mode)
 
 
+def _real_arrays(operands):
+    """Whether the operands are arrays of booleans, integers or floats (not
+    complex numbers, which ``np.vecdot`` conjugates)."""
+    return all(isinstance(x, np.ndarray) and x.dtype.kind in "biuf" for x in operands)
+
+
 def _method_call(op_type, operands, params):
     """The array's own method where funsor calls a ``np.`` function that
     only forwards to it (``np.swapaxes``, ``np.diagonal``: ~1.5 us of
@@ -219,7 +233,12 @@ def _method_call(op_type, operands, params):
     return None
 
 
-_LAPACK_OPS = (ops.CholeskyOp, ops.QrOp, ops.TriangularSolveOp)
+_LAPACK_OPS = (
+    ops.CholeskyOp,
+    ops.QrOp,
+    ops.TriangularSolveOp,
+    TriangularSolveVectorsOp,
+)
 
 
 def _lapack_call(op_type, operands, params):
@@ -227,6 +246,14 @@ def _lapack_call(op_type, operands, params):
     and solves of single matrices, where scipy is installed."""
     if op_type not in _LAPACK_OPS or not numpy_lapack.AVAILABLE:
         return None
+    if op_type is TriangularSolveVectorsOp:
+        x, y = operands  # one matrix y, any batch of vectors x
+        if not (numpy_lapack.is_single_matrix(y) and isinstance(x, np.ndarray)):
+            return None
+        if x.ndim == 0 or x.size == 0:
+            return None
+        shape = np.broadcast_shapes(x.shape[:-1], y.shape[:-2]) + x.shape[-1:]
+        return numpy_lapack.triangular_solve_vectors, (*params, shape), {}
     if op_type is ops.TriangularSolveOp:
         x, y = operands  # one matrix y, any batch of x
         if not (numpy_lapack.is_single_matrix(y) and numpy_lapack.is_matrices(x)):
@@ -272,6 +299,8 @@ class NumpyBackend(ArrayBackend):
             return np.logaddexp.reduce, (axis,), {"keepdims": keepdims}
         if op_type is ops.LogOp and operands[0].dtype.kind == "f":
             return log_ignoring_divide, (), {}
+        if op_type is VecdotOp and _real_arrays(operands) and hasattr(np, "vecdot"):
+            return np.vecdot, (), {}  # one ufunc call (numpy 2)
         method_call = _method_call(op_type, operands, params)
         if method_call is not None:
             return method_call

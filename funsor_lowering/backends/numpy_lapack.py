@@ -103,6 +103,12 @@ def triangular_solve(x, y, upper, transpose, shape):
     return solution.reshape(n, -1, k).transpose(1, 0, 2).reshape(shape)
 
 
+def triangular_solve_vectors(x, y, upper, transpose, shape):
+    """:func:`triangular_solve` of a batch of vectors ``x`` (``[..., n]``),
+    of result ``shape`` (``extra_ops.triangular_solve_vectors``)."""
+    return triangular_solve(x[..., None], y, upper, transpose, shape)
+
+
 @functools.lru_cache(maxsize=64)
 def _strictly_lower(rows, cols):
     """Mask of a ``rows`` x ``cols`` matrix's entries below its diagonal

@@ -16,7 +16,14 @@ import torch.fx
 from funsor import ops
 
 from ..dtypes import dtype_kind
-from ..extra_ops import LogsumexpScanEmittingOp, LogsumexpScanOp, categorical_sample
+from ..extra_ops import (
+    LogsumexpScanEmittingOp,
+    LogsumexpScanOp,
+    VecdotOp,
+    categorical_sample,
+    triangular_solve_vectors,
+    vecdot,
+)
 from ..structure import iter_leaves, map_leaves
 from .base import ArrayBackend, nested_outputs, python_literal, signature_of
 
@@ -110,6 +117,8 @@ class TorchBackend(ArrayBackend):
             return torch.diagonal, (), {"dim1": dim1, "dim2": dim2}
         if op_type is ops.NewZerosOp:
             return torch.Tensor.new_zeros, tuple(params), {}
+        if op_type is VecdotOp and _same_floating_dtype(*operands):
+            return torch.linalg.vecdot, (), {}
         return super().fast_call(op_type, operands, params, dispatched)
 
     def to_numpy(self, array):
@@ -178,6 +187,30 @@ def _logsumexp_scan(alpha, steps, emissions=None):
 
 def _logsumexp_scan_emitting(parts):
     return _logsumexp_scan(*parts)
+
+
+def _same_floating_dtype(x, y):
+    return isinstance(y, torch.Tensor) and x.dtype is y.dtype and x.is_floating_point()
+
+
+@vecdot.register(torch.Tensor, torch.Tensor)
+def _vecdot(x, y):
+    if _same_floating_dtype(x, y):
+        return torch.linalg.vecdot(x, y)
+    return torch.sum(x * y, -1)
+
+
+@triangular_solve_vectors.register(torch.Tensor, torch.Tensor)
+def _triangular_solve_vectors(x, y, upper=False, transpose=False):
+    if y.size(-1) == 1:
+        return x / y[..., 0]  # as funsor's triangular_solve divides
+    if y.dim() == 2 and x.dim() >= 2:
+        # the vectors as the rows of one matrix Z: Z yᵀ = X (transpose:
+        # Z y = X), one solve from the right without unit axes
+        a, a_upper = (y, upper) if transpose else (y.mT, not upper)
+        return torch.linalg.solve_triangular(a, x, upper=a_upper, left=False)
+    a, a_upper = (y.mT, not upper) if transpose else (y, upper)
+    return torch.linalg.solve_triangular(a, x.unsqueeze(-1), upper=a_upper).squeeze(-1)
 
 
 @categorical_sample.register(typing.Tuple[torch.Tensor, ...])  # noqa: UP006

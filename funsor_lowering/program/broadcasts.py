@@ -7,7 +7,7 @@ numpy) feeds operations that broadcast by themselves.
 :func:`defer_expands` rewrites, for an argument ``expand(x)``:
 
 - an operation that broadcasts its operands (elementwise binary ops,
-  ``matmul``, ``triangular_solve``) to take ``x`` where the result keeps
+  ``matmul``, triangular solves, ``vecdot``) to take ``x`` where the result keeps
   its shape; where the result gets smaller, it is computed on the smaller
   operands and expanded;
 - an operation acting on each matrix or element of a batch alone
@@ -41,16 +41,27 @@ Example::
 
 from funsor import ops
 
-from ..extra_ops import TupleItemOp, getslice_op
+from ..extra_ops import (
+    TriangularSolveVectorsOp,
+    TupleItemOp,
+    VecdotOp,
+    getslice_op,
+)
 from ..shapes import broadcast_shape
 from .basic_index import expand_index, is_int, is_whole
 from .editor import rewrite
 from .ir import ValueType
 from .vectorize import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
 
-# Operations on the last two dims of batches of matrices, broadcasting
-# the batch dims of their operands.
-MATRIX_BINARY = (ops.MatmulOp, ops.TriangularSolveOp)
+# Operations on the last dims of batches of matrices or vectors (as many
+# as the operands' core ranks), broadcasting the batch dims before them.
+CORE_RANKS = {
+    ops.MatmulOp: (2, 2),
+    ops.TriangularSolveOp: (2, 2),
+    TriangularSolveVectorsOp: (1, 2),
+    VecdotOp: (1, 1),
+}
+BATCH_BINARY = tuple(CORE_RANKS)
 
 
 def defer_expands(program):
@@ -74,7 +85,7 @@ def _rule(editor, operation, args, value_type):
     if value_type is None or operation.packed:
         return None
     op = operation.op
-    if isinstance(op, BINARY_ELEMENTWISE + MATRIX_BINARY) and len(args) == 2:
+    if isinstance(op, BINARY_ELEMENTWISE + BATCH_BINARY) and len(args) == 2:
         return _broadcasting(editor, op, args, value_type)
     if len(args) != 1:
         return None
@@ -135,30 +146,37 @@ def _broadcasting(editor, op, args, value_type):
     types = [editor.value_type(a) for a in args]
     if any(t is None for t in types):
         return None
+    cores = CORE_RANKS.get(type(op), (0, 0))
     smaller = list(args)
     for k, source in enumerate(sources):
         if source is None:
             continue
         source_shape = editor.value_type(source).shape
-        if isinstance(op, MATRIX_BINARY) and (
-            len(source_shape) < 2 or source_shape[-2:] != types[k].shape[-2:]
+        core = cores[k]
+        if core and (
+            len(source_shape) < core or source_shape[-core:] != types[k].shape[-core:]
         ):
-            continue  # matrix dims must stay (no broadcasting there)
+            continue  # core dims must stay (no broadcasting there)
         smaller[k] = source
     if smaller == list(args):
         return None
     shapes = [editor.value_type(a).shape for a in smaller]
-    if isinstance(op, MATRIX_BINARY):
-        if any(len(s) < 2 for s in shapes):
-            return None
-        batch = broadcast_shape(shapes[0][:-2], shapes[1][:-2])
-        if isinstance(op, ops.MatmulOp):
-            shape = batch + (shapes[0][-2], shapes[1][-1])
-        else:
-            shape = batch + shapes[0][-2:]
-    else:
-        shape = broadcast_shape(*shapes)
+    if any(len(s) < core for s, core in zip(shapes, cores)):
+        return None
+    batch = broadcast_shape(*(s[: len(s) - core] for s, core in zip(shapes, cores)))
+    shape = batch + _core_result(op, shapes)
     return _then_expand(editor, op, smaller, shape, value_type)
+
+
+def _core_result(op, shapes):
+    """The trailing dims of ``op``'s result for operands of ``shapes``."""
+    if isinstance(op, ops.MatmulOp):
+        return (shapes[0][-2], shapes[1][-1])
+    if isinstance(op, ops.TriangularSolveOp):
+        return tuple(shapes[0][-2:])
+    if isinstance(op, TriangularSolveVectorsOp):
+        return tuple(shapes[0][-1:])
+    return ()  # elementwise (broadcast whole) and vecdot
 
 
 def _from_end(dim, rank):

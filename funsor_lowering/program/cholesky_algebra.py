@@ -25,8 +25,11 @@ Example::
 
 from funsor import ops
 
+from ..extra_ops import TriangularSolveVectorsOp
 from .qr_algebra import swapped
 from .vector_products import reshapes
+
+_SOLVES = (ops.TriangularSolveOp, TriangularSolveVectorsOp)
 
 
 def cholesky_identities(editor, args, value_type):
@@ -56,9 +59,10 @@ def _factored(editor, ref):
 
 def _solved_by(editor, ref, chol):
     """``u`` where ``ref`` is ``triangular_solve(u, chol)`` (``chol^-1 u``,
-    ``chol`` lower triangular), else ``None``."""
+    ``chol`` lower triangular; or its ``triangular_solve_vectors``), else
+    ``None``."""
     producer = None if ref is None else editor.producer(ref)
-    if producer is None or not isinstance(producer.op, ops.TriangularSolveOp):
+    if producer is None or not isinstance(producer.op, _SOLVES):
         return None
     u, factor = producer.args
     defaults = producer.op.defaults

@@ -24,7 +24,9 @@ outputs on every input) and whether it changed. They edit programs through
   the factors of a QR written with its matrix
   (:mod:`~funsor_lowering.program.qr_algebra`) and with a Cholesky factor
   written with its matrix or solve
-  (:mod:`~funsor_lowering.program.cholesky_algebra`), and draws' prototypes
+  (:mod:`~funsor_lowering.program.cholesky_algebra`), matrix products and
+  triangular solves of vectors without unit axes and ``sum(x * y, -1)`` as
+  ``vecdot`` (:mod:`~funsor_lowering.program.vector_products`), and draws' prototypes
   (read for dtype and device only) taken from the earliest value of the
   same dtype;
 - :func:`~funsor_lowering.program.broadcasts.defer_expands`: ``expand`` s
@@ -83,7 +85,7 @@ from .editor import Editor, PassResult, Ref, pass_result, rewrite
 from .ir import ValueType
 from .qr_algebra import is_qr, qr_identities, qr_projections
 from .row_broadcasts import ROW_REDUCTIONS, row_reduction, swap_of_slice
-from .vector_products import without_unit_axis
+from .vector_products import dot_products, vector_solve, without_unit_axis
 from .vectorize import vectorize
 
 # Largest constant folding may create, in elements, unless its inputs are
@@ -140,8 +142,8 @@ def simplify(program):
     ops, double negation, composed permutes and transposes, permutes folded
     into einsums, slices of concatenations and gathers, strided
     gathers as slices, selections from large concatenations' parts,
-    canonical slices, QR and Cholesky identities, earlier
-    prototypes (see the module docstring)."""
+    canonical slices, QR and Cholesky identities, vector products and
+    solves, earlier prototypes (see the module docstring)."""
     uses = _use_counts(program)
     simplify_cat, slice_of_gather, gather_as_slice = cat_simplifier(program)
 
@@ -199,8 +201,14 @@ def simplify(program):
                 # a reshape of x with size-1 dims dropped is a reshape of x
                 return editor.emit(op, inner.args, False, value_type)
             if isinstance(op, ops.ReshapeOp) and uses.get(operation.args[0], 0) == 1:
-                # (v[..., None, :] @ m)[..., 0, :] as v @ m
-                return without_unit_axis(editor, args[0], value_type)
+                # (v[..., None, :] @ m)[..., 0, :] as v @ m, and solves of
+                # v[..., None] as solves of v
+                simpler = without_unit_axis(editor, args[0], value_type)
+                if simpler is None:
+                    x = _solved_columns(program, operation.args[0])
+                    read_once = x is not None and uses.get(x, 0) == 1
+                    simpler = vector_solve(editor, args[0], value_type, read_once)
+                return simpler
             return None
         if isinstance(op, ops.GetsliceOp):
             index = op.defaults["index"]
@@ -267,6 +275,11 @@ def simplify(program):
             return _drop_unit(editor, _UNITS[type(op)], args, value_type)
         if isinstance(op, ops.EinsumOp):
             return _fold_permutes_into_einsum(editor, operation, args, value_type)
+        if isinstance(op, ops.SumOp) and len(args) == 1:
+            if uses.get(operation.args[0], 0) == 1:
+                simpler = dot_products(editor, op, args[0], value_type)
+                if simpler is not None:  # sum(x * y, -1) as vecdot(x, y)
+                    return simpler
         if isinstance(op, ROW_REDUCTIONS) and len(args) == 1:
             read_once = uses.get(operation.args[0], 0) == 1
             return row_reduction(editor, op, args, value_type, read_once)
@@ -283,6 +296,15 @@ def _is_squeeze(editor, operation):
     source = editor.value_type(operation.args[0])
     index = operation.op.defaults["index"]
     return source is not None and keeps_order(index, source.shape)
+
+
+def _solved_columns(program, value):
+    """``x`` (its value number) where value number ``value`` of ``program``
+    is ``triangular_solve(x, y)``, else ``None``."""
+    k = value - program.first_operation
+    if k < 0 or not isinstance(program.operations[k].op, ops.TriangularSolveOp):
+        return None
+    return program.operations[k].args[0]
 
 
 def _use_counts(program):

@@ -1,11 +1,15 @@
-"""Vector-matrix products without unit axes.
+"""Vector-matrix products and triangular solves without unit axes.
 
 funsor's Gaussians multiply batches of vectors by matrices as matrix
 products with a unit axis (``(v[..., None, :] @ m)[..., 0, :]`` and
 ``(m @ v[..., None])[..., 0]``), and einsums lowered to ``matmul`` do the
 same: three backend calls where, for a matrix ``m`` without batch axes,
 one or two do: ``v @ m`` (matmul treats the rows of ``v`` as the vectors)
-and ``v @ m^T``.
+and ``v @ m^T``. Their draws solve triangular systems for batches of
+vectors the same way (``triangular_solve(v[..., None], l)[..., 0]``, also
+of ``m @ v[..., None]``): one ``extra_ops.triangular_solve_vectors``.
+Their squared norms and dot products, ``sum(x * y, -1)``, are one
+``extra_ops.vecdot``.
 
 Example::
 
@@ -22,6 +26,7 @@ Example::
 
 from funsor import ops
 
+from ..extra_ops import TriangularSolveVectorsOp, vecdot
 from .basic_index import keeps_order
 from .ir import ValueType
 from .qr_algebra import SWAP_LAST_TWO
@@ -68,6 +73,57 @@ def without_unit_axis(editor, product, value_type):
             transposed = editor.emit(SWAP_LAST_TWO, (left,), False, transposed_type)
             return editor.emit(ops.matmul, (vectors, transposed), False, value_type)
     return None
+
+
+def vector_solve(editor, solution, value_type, x_read_once):
+    """A ``triangular_solve_vectors`` of type ``value_type`` equal to
+    ``solution`` (a ``triangular_solve`` of vectors as columns: of a
+    unit-axis reshape of a batch of vectors, or, where ``x_read_once``, of
+    their product ``m @ v[..., None]``) reshaped without its unit axis;
+    else ``None``."""
+    producer = editor.producer(solution)
+    if producer is None or producer.packed or value_type is None:
+        return None
+    if not isinstance(producer.op, ops.TriangularSolveOp) or len(producer.args) != 2:
+        return None
+    x, y = producer.args
+    x_type, solution_type = editor.value_type(x), editor.value_type(solution)
+    if x_type is None or solution_type is None or len(x_type.shape) < 2:
+        return None
+    shape = tuple(solution_type.shape)
+    if shape[-1] != 1 or x_type.shape[-1] != 1 or tuple(value_type.shape) != shape[:-1]:
+        return None
+    x_vectors = ValueType(tuple(x_type.shape[:-1]), x_type.kind)
+    vectors = _vectors(editor, x, False, x_vectors, shape[-2])
+    if vectors is None and x_read_once:
+        vectors = without_unit_axis(editor, x, x_vectors)
+    if vectors is None:
+        return None
+    solve = TriangularSolveVectorsOp(**producer.op.defaults)  # upper, transpose
+    return editor.emit(solve, (vectors, y), False, value_type)
+
+
+def dot_products(editor, op, summed, value_type):
+    """``vecdot(x, y)`` of type ``value_type`` equal to ``op`` (a ``sum``)
+    of ``summed``, where that is ``x * y`` summed over its last axis for
+    real arrays ``x`` and ``y`` of equal last dims; else ``None``."""
+    producer = editor.producer(summed)
+    if producer is None or producer.packed or value_type is None:
+        return None
+    if not isinstance(producer.op, ops.MulOp) or len(producer.args) != 2:
+        return None
+    summed_type = editor.value_type(summed)
+    if summed_type is None or not summed_type.shape or op.defaults["keepdims"]:
+        return None
+    axis, rank = op.defaults["axis"], len(summed_type.shape)
+    if axis not in (-1, rank - 1, (-1,), (rank - 1,)):
+        return None
+    types = [editor.value_type(a) for a in producer.args]
+    if any(t is None or t.kind != "real" or not t.shape for t in types):
+        return None
+    if types[0].shape[-1] != types[1].shape[-1]:
+        return None  # (one broadcast along the summed axis)
+    return editor.emit(vecdot, producer.args, False, value_type)
 
 
 def _vectors(editor, operand, row, value_type, size):

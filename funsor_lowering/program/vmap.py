@@ -36,10 +36,13 @@ from ..extra_ops import (
     LogsumexpScanEmittingOp,
     LogsumexpScanOp,
     QrProjectOp,
+    TriangularSolveVectorsOp,
     TupleItemOp,
+    VecdotOp,
 )
 from ..structure import map_leaves
 from . import vectorize
+from .broadcasts import CORE_RANKS
 from .editor import Editor, Ref
 from .ir import TRANSFORMATIONS, OpProgram, ValueType
 from .passes import emit_matmul, optimize
@@ -117,6 +120,10 @@ def _batch(editor, operation, refs, flags, arg_types, member, size):
     if isinstance(op, QrProjectOp):
         refs, _ = _lined_up(editor, refs, flags, arg_types, size)
         return editor.emit(op, refs, operation.packed, None)
+    if isinstance(op, (VecdotOp, TriangularSolveVectorsOp)):
+        cores = CORE_RANKS[type(op)]
+        refs, _ = _lined_up(editor, refs, flags, arg_types, size, cores)
+        return editor.emit(op, refs, operation.packed, _batched_type(member, size))
     if isinstance(op, ops.MatmulOp):
         return _batch_matmul(editor, refs, flags, arg_types, member, size)
     if isinstance(op, (LogsumexpScanOp, LogsumexpScanEmittingOp)):
@@ -165,16 +172,17 @@ def _elementwise(op):
     return isinstance(op, vectorize.UNARY_ELEMENTWISE + vectorize.BINARY_ELEMENTWISE)
 
 
-def _lined_up(editor, refs, flags, arg_types, size):
-    """``(refs, types)`` of the operands of an op on the last two axes whose
-    leading axes broadcast from the right (matmul, ``qr_project``): a
-    batched operand with fewer leading axes than another gets unit axes
-    after the batch axis, so that the batch axis stays first."""
-    leading = max(max(len(t.shape) - 2, 0) for t in arg_types)
+def _lined_up(editor, refs, flags, arg_types, size, cores=(2, 2)):
+    """``(refs, types)`` of the operands of an op on their last ``cores``
+    axes (matmul, ``qr_project``: two each) whose leading axes broadcast
+    from the right: a batched operand with fewer leading axes than another
+    gets unit axes after the batch axis, so that the batch axis stays
+    first."""
+    leading = max(max(len(t.shape) - c, 0) for t, c in zip(arg_types, cores))
     aligned, types = [], []
-    for ref, batched, value_type in zip(refs, flags, arg_types):
+    for ref, batched, value_type, core in zip(refs, flags, arg_types, cores):
         if batched:
-            units = leading - max(len(value_type.shape) - 2, 0)
+            units = leading - max(len(value_type.shape) - core, 0)
             shape = (size,) + (1,) * units + value_type.shape
             batched_type = ValueType(shape, value_type.kind)
             if units:
