@@ -112,7 +112,9 @@ def qr_project(m, u):
     compute both from one QR of ``[m | uᵀ]`` that never forms ``Q`` (jax:
     ``qr(mode="r")``, a third of the full QR's time under ``jax.jit``):
     Householder steps go left to right, so its ``R`` holds ``m``'s ``R``
-    and, beside it, ``Qᵀ uᵀ``. Results keep the dtypes of ``ops.qr`` and
+    and, beside it, ``Qᵀ uᵀ``; leading axes of ``u`` that ``m`` lacks (a
+    Gaussian's particles) become more columns, so ``m`` is factored once.
+    Results keep the shapes and dtypes of ``ops.qr``'s ``R`` and of
     ``ops.matmul``.
 
     >>> m, u = np.array([[3.0, 1.0], [4.0, 2.0], [0.0, 1.0]]), np.ones((1, 3))

@@ -6,6 +6,7 @@ import funsor
 if funsor.get_backend() != "jax":
     funsor.set_backend("jax")
 
+import math  # noqa: E402
 import typing  # noqa: E402
 
 import jax  # noqa: E402
@@ -177,12 +178,30 @@ def _split_key(key, index=0, num=2):
 
 @qr_project.register(_funsor_jax_arrays, _funsor_jax_arrays)
 def _qr_project(m, u):
-    # one QR of [m | uᵀ] (in m's dtype, as ops.qr's R), its R only
+    # one QR of [m | uᵀ] (in m's dtype, as ops.qr's R), its R only; u's
+    # leading axes that m lacks (a Gaussian's particles) become more rows
+    # of u, so that m is factored once and R keeps m's shape
+    rows, cols, k = m.shape[-2], m.shape[-1], u.shape[-2]
+    batch = jnp.broadcast_shapes(m.shape[:-2], u.shape[:-2])
+    m_batch = (1,) * (len(batch) - (m.ndim - 2)) + m.shape[:-2]
+    extra = [i for i, (a, b) in enumerate(zip(m_batch, batch)) if a == 1 and b != 1]
+    kept = [i for i in range(len(batch)) if i not in extra]
+    order = kept + extra + [len(batch), len(batch) + 1]
+    u = jnp.transpose(jnp.broadcast_to(u, batch + (k, rows)), order)
+    kept_shape = tuple(batch[i] for i in kept)
+    extra_shape = tuple(batch[i] for i in extra)
+    u = u.reshape(kept_shape + (math.prod(extra_shape) * k, rows))
+    r, projected = _qr_of_concatenation(m.reshape(kept_shape + (rows, cols)), u)
+    projected = projected.reshape(kept_shape + extra_shape + (k, cols))
+    projected = jnp.transpose(projected, np.argsort(order))
+    return r.reshape(m.shape[:-2] + (cols, cols)), projected
+
+
+def _qr_of_concatenation(m, u):
+    """``(R, u @ Q)`` for ``m`` and ``u`` with equal leading axes."""
     cols, dtype = m.shape[-1], jnp.result_type(u, m)
     u_t = jnp.swapaxes(u, -1, -2).astype(m.dtype)
-    batch = jnp.broadcast_shapes(m.shape[:-2], u_t.shape[:-2])
-    parts = [jnp.broadcast_to(x, batch + x.shape[-2:]) for x in (m, u_t)]
-    r = jnp.linalg.qr(jnp.concatenate(parts, -1), mode="r")  # differentiable
+    r = jnp.linalg.qr(jnp.concatenate([m, u_t], -1), mode="r")  # differentiable
     projected = jnp.swapaxes(r[..., :cols, cols:], -1, -2).astype(dtype)
     return r[..., :cols, :cols], projected
 

@@ -31,7 +31,7 @@ Example::
 from funsor import ops
 
 from ..extra_ops import TupleItemOp, qr_project
-from ..shapes import broadcast_shape, permutation_dims
+from ..shapes import permutation_dims
 from ..structure import iter_leaves, map_leaves
 from .editor import Editor, PassResult, pass_result
 from .ir import ValueType
@@ -272,21 +272,11 @@ def _projected_qrs(program):
             or any(types[v] is None for v in r_items + products)
             or not u_type.shape
             or u_type.shape[-1] != rows
-            or not _fits(u_type.shape[:-2], m_type.shape[:-2])  # R keeps M's
             or u >= min(read_at, default=u + 1)  # u is computed too late
         ):
             continue
         plans[value] = (u, r_items, q_items, products)
     return plans
-
-
-def _fits(leading, into):
-    """Whether leading axes ``leading`` broadcast against ``into`` leave it
-    as it is."""
-    try:
-        return broadcast_shape(leading, into) == tuple(into)
-    except ValueError:
-        return False
 
 
 __all__ = ["is_qr", "qr_identities", "qr_projections", "swapped"]

@@ -112,12 +112,15 @@ def _batch(editor, operation, refs, flags, arg_types, member, size):
             f"differ from a loop's); vmap programs without random ops"
         )
     if isinstance(op, TupleItemOp):
-        return editor.emit(op, refs, operation.packed, _batched_type(member, size))
+        return _batch_item(editor, operation, refs, member, size)
     if member is None and not isinstance(op, _TRAILING + (QrProjectOp,)):
         raise NotImplementedError(f"{where}: the result's shape is unknown")
     if None in arg_types:
         raise NotImplementedError(f"{where}: an argument's shape is unknown")
     if isinstance(op, QrProjectOp):
+        if not flags[0]:  # R is M's, batched as the result: M per member
+            refs = [_broadcast(editor, refs[0], arg_types[0], size), refs[1]]
+            flags = [True, flags[1]]
         refs, _ = _lined_up(editor, refs, flags, arg_types, size)
         return editor.emit(op, refs, operation.packed, None)
     if isinstance(op, (VecdotOp, TriangularSolveVectorsOp)):
@@ -157,6 +160,26 @@ def _batch(editor, operation, refs, flags, arg_types, member, size):
         for r, f, t in zip(refs, flags, arg_types)
     ]
     return editor.emit(new_op, aligned, operation.packed, _batched_type(member, size))
+
+
+def _batch_item(editor, operation, refs, member, size):
+    """Item ``k`` of a batched op with several results; ``R`` of a
+    ``qr_project`` whose ``M`` got unit axes to line up with ``u`` (its
+    leading axes are ``M``'s) is reshaped without them."""
+    op, value_type = operation.op, _batched_type(member, size)
+    producer = editor.producer(refs[0])
+    if (
+        isinstance(getattr(producer, "op", None), QrProjectOp)
+        and not op.defaults["index"]
+    ):
+        m_type = editor.value_type(producer.args[0])
+        cols = m_type.shape[-1] if m_type is not None else None
+        r_type = m_type and ValueType(m_type.shape[:-2] + (cols, cols), m_type.kind)
+        if r_type is not None and r_type.shape != value_type.shape:
+            r = editor.emit(op, refs, operation.packed, r_type)
+            reshape = ops.ReshapeOp(shape=value_type.shape)
+            return editor.emit(reshape, [r], False, value_type)
+    return editor.emit(op, refs, operation.packed, value_type)
 
 
 def _batch_matmul(editor, refs, flags, arg_types, member, size):
