@@ -111,7 +111,9 @@ def test_seen_signatures_never_generate_code_nor_grow_linecache(monkeypatch):
         program(x=second)
     assert generated == []
     assert len(linecache.cache) == cached
-    assert program.cache_info() == {"signatures": 2, "bodies": 1}
+    # torch bodies hold number constants typed like their operands: one per dtype
+    bodies = 2 if BACKEND == "torch" else 1
+    assert program.cache_info() == {"signatures": 2, "bodies": bodies}
     compile_funsor(Variable("x", Reals[3]).exp())(x=first)  # a new program does
     assert generated != []
 

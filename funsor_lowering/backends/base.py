@@ -61,6 +61,18 @@ class ArrayBackend:
         body serves subclasses that funsor dispatches as their base)."""
         return type(value)
 
+    def body_key(self, value):
+        """What a generated body for input array ``value`` is specialized
+        for: its :meth:`code_type`, and its dtype where bodies hold
+        constants typed like their operands (:meth:`typed_number`)."""
+        return self.code_type(value)
+
+    def typed_number(self, number, operand, impl):
+        """``number``, a constant operand of the binary elementwise
+        implementation ``impl`` beside the array ``operand``, as a constant
+        that gives the same results faster, or ``None`` to keep it."""
+        return None
+
     def as_traceable(self, value):
         """``value`` in a form that keeps its identity when funsor wraps it
         (numpy scalars become 0-d arrays, which ``Tensor`` does not copy)."""

@@ -231,7 +231,9 @@ def op_source(op):
     return source
 
 
-def generate_function_source(program, name, *, standalone, resolved=None, context=None):
+def generate_function_source(
+    program, name, *, standalone, resolved=None, context=None, typed_numbers=None
+):
     """Source of ``def name(...)`` and the globals it needs.
 
     With ``standalone=False`` the function takes the inputs positionally and
@@ -240,6 +242,9 @@ def generate_function_source(program, name, *, standalone, resolved=None, contex
     ``ops.<name>`` and to module-level names the caller defines (constants and
     parametrized ops, listed in the returned dict as name -> object). With
     ``context`` (a callable), the statements run inside ``with context():``.
+    ``typed_numbers`` (``{(operation, position): (constant, value)}``, see
+    :func:`typed_number_operands`) passes ``value`` in place of a number
+    constant.
     """
     names = program.value_names
     namespace = Namespace(reserved=list(names) + [name])
@@ -259,6 +264,19 @@ def generate_function_source(program, name, *, standalone, resolved=None, contex
 
     for i, value in enumerate(program.constants):
         globals_[names[i]] = value
+    typed_names = {}  # (constant, dtype) -> the name of its typed form
+
+    def arg_names(k, operation):
+        result = [names[a] for a in operation.args]
+        for position, a in enumerate(operation.args):
+            typed = (typed_numbers or {}).get((k, position))
+            if typed is not None:
+                key = (a, str(getattr(typed[1], "dtype", None)))
+                if key not in typed_names:
+                    typed_names[key] = namespace.create(f"{names[a]}_typed")
+                    globals_[typed_names[key]] = typed[1]
+                result[position] = typed_names[key]
+        return result
 
     input_names = _input_names(program)
     leaves = program._input_leaves
@@ -293,12 +311,11 @@ def generate_function_source(program, name, *, standalone, resolved=None, contex
         output_sources[i] = f"{convert}({names[i]})"
     impl_names = {}
 
-    def impl_call(operation, impl, extra, kwargs, args):
+    def impl_call(operation, operands, impl, extra, kwargs, args):
         if impl in IDENTITY_DEFAULTS and not (extra or kwargs):
             return args
         symbol = PYTHON_OPERATORS.get(impl) if not (extra or kwargs) else None
         if symbol is not None:  # the operator itself, as hand-written code has it
-            operands = [names[a] for a in operation.args]
             if len(operands) == 1:
                 return f"{symbol}{operands[0]}"
             return f" {symbol} ".join(operands)
@@ -331,14 +348,15 @@ def generate_function_source(program, name, *, standalone, resolved=None, contex
         lines.append(f"    with {context_name}():")
         indent = "        "
     for k, operation in enumerate(program.operations):
-        args = ", ".join(names[a] for a in operation.args)
+        operands = arg_names(k, operation)
+        args = ", ".join(operands)
         if operation.packed:
             args = f"({args},)" if len(operation.args) == 1 else f"({args})"
         target = names[program.first_operation + k]
         if resolved is None:
             call = f"{op_name(operation.op)}({args})"
         else:
-            call = impl_call(operation, *resolved[k], args)
+            call = impl_call(operation, operands, *resolved[k], args)
         lines.append(f"{indent}{target} = {call}")
     key_source = None if standalone else KeyNames(namespace, globals_)
     output = structure_source(program.output, output_sources, key_source)
@@ -414,9 +432,41 @@ def build_body(program, values):
         program.operations, resolved
     )
     source, globals_ = generate_function_source(
-        program, "program", standalone=False, resolved=resolved, context=context
+        program,
+        "program",
+        standalone=False,
+        resolved=resolved,
+        context=context,
+        typed_numbers=typed_number_operands(program, env, resolved),
     )
     return _define(source, globals_, "program"), outputs_of(program, env)
+
+
+def typed_number_operands(program, env, resolved):
+    """``{(operation, position): (constant, value)}``: the number constants
+    that the backend passes to binary operations as ``value`` instead, typed
+    like the other operand (torch wraps a Python number in a tensor on
+    every call, ~2-5 us; see ``ArrayBackend.typed_number``). ``env`` holds
+    every value of a reference evaluation, ``resolved`` the operations'
+    implementations."""
+    backend, found = program._array_backend, {}
+    for k, operation in enumerate(program.operations):
+        impl, extra, kwargs = resolved[k]
+        if operation.packed or len(operation.args) != 2 or extra or kwargs:
+            continue
+        for position, a in enumerate(operation.args):
+            other = env[operation.args[1 - position]]
+            if a >= len(program.constants) or not _is_number(env[a]):
+                continue
+            if backend.is_array(other):
+                value = backend.typed_number(env[a], other, impl)
+                if value is not None:
+                    found[k, position] = (a, value)
+    return found
+
+
+def _is_number(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def build_unresolved(program):

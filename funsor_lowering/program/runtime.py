@@ -49,7 +49,8 @@ from .codegen import (
 )
 
 # Bounds of the caches: signatures seen (per program) and generated bodies
-# (one per tuple of input types: numpy arrays, tensors, jax tracers ...).
+# (one per tuple of input types: numpy arrays, tensors, jax tracers ...;
+# on torch also dtypes, see ``ArrayBackend.body_key``).
 MAX_SIGNATURES = 64
 MAX_BODIES = 8
 
@@ -59,7 +60,7 @@ class Runtime:
 
     def __init__(self, program):
         self.program = program
-        self.bodies = OrderedDict()  # tuple of input types -> body
+        self.bodies = OrderedDict()  # input types (body_key) -> body
         self.signatures = {}  # call signature -> body (read by the entry)
         self.lock = threading.Lock()
         self.signature = None  # generated: kwargs -> signature
@@ -94,7 +95,7 @@ class Runtime:
 
     def type_key(self, values):
         """The key of the body serving input arrays ``values``."""
-        return tuple(map(self.program._array_backend.code_type, values))
+        return tuple(map(self.program._array_backend.body_key, values))
 
     def body(self, values):
         """``(body, outputs)``: the generated body for the types of

@@ -168,14 +168,12 @@ def _batch_item(editor, operation, refs, member, size):
     leading axes are ``M``'s) is reshaped without them."""
     op, value_type = operation.op, _batched_type(member, size)
     producer = editor.producer(refs[0])
-    if (
-        isinstance(getattr(producer, "op", None), QrProjectOp)
-        and not op.defaults["index"]
-    ):
-        m_type = editor.value_type(producer.args[0])
-        cols = m_type.shape[-1] if m_type is not None else None
-        r_type = m_type and ValueType(m_type.shape[:-2] + (cols, cols), m_type.kind)
-        if r_type is not None and r_type.shape != value_type.shape:
+    is_r = isinstance(getattr(producer, "op", None), QrProjectOp)
+    m_type = editor.value_type(producer.args[0]) if is_r else None
+    if is_r and not op.defaults["index"] and m_type is not None:
+        cols = m_type.shape[-1]
+        r_type = ValueType(m_type.shape[:-2] + (cols, cols), m_type.kind)
+        if r_type.shape != value_type.shape:
             r = editor.emit(op, refs, operation.packed, r_type)
             reshape = ops.ReshapeOp(shape=value_type.shape)
             return editor.emit(reshape, [r], False, value_type)
