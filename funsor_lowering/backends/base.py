@@ -282,6 +282,13 @@ def stand_in(shape, dtype):
     return np.broadcast_to(base, tuple(shape))
 
 
+def typable_number(number):
+    """Whether a 0-d float32 / float64 array of ``number`` holds what a
+    backend kernel makes of ``number`` itself: floats (cast as the kernel
+    casts them), integers that float32 holds exactly."""
+    return isinstance(number, float) or abs(number) <= 2**24
+
+
 def python_literal(value):
     """A Python expression for a nested list of Python scalars that
     round-trips exactly (floats by ``repr``, non-finite floats spelled out).

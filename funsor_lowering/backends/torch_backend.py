@@ -26,7 +26,13 @@ from ..extra_ops import (
     vecdot,
 )
 from ..structure import iter_leaves, map_leaves
-from .base import ArrayBackend, nested_outputs, python_literal, signature_of
+from .base import (
+    ArrayBackend,
+    nested_outputs,
+    python_literal,
+    signature_of,
+    typable_number,
+)
 
 # Abstract evaluation runs ops on CPU stand-ins up to this many elements in
 # all (milliseconds of work at most), on ``meta`` tensors above.
@@ -92,12 +98,11 @@ class TorchBackend(ArrayBackend):
         return (key, value.dtype) if isinstance(value, torch.Tensor) else key
 
     def typed_number(self, number, operand, impl):
-        exact = isinstance(number, float) or abs(number) <= 2**24
         if (
             impl in _NUMBER_ARITHMETIC
             and isinstance(operand, torch.Tensor)
             and operand.dtype in _EXACT_NUMBER_DTYPES
-            and exact
+            and typable_number(number)
         ):
             return torch.tensor(number, dtype=operand.dtype)
         return None

@@ -50,7 +50,7 @@ from .codegen import (
 
 # Bounds of the caches: signatures seen (per program) and generated bodies
 # (one per tuple of input types: numpy arrays, tensors, jax tracers ...;
-# on torch also dtypes, see ``ArrayBackend.body_key``).
+# on numpy and torch also dtypes, see ``ArrayBackend.body_key``).
 MAX_SIGNATURES = 64
 MAX_BODIES = 8
 
