@@ -50,7 +50,8 @@ _TORCH_REDUCTIONS = {
 
 # Arithmetic that wraps a Python number operand in a tensor on every call
 # (~2-5 us); a 0-d tensor of the other operand's dtype takes the same
-# kernel (a CPU scalar) with the same results, in ~1.8 us a call. Not for
+# kernel (a CPU scalar, which torch takes beside tensors on any device)
+# with the same results, in ~1.8 us a call. Not for
 # float16 / bfloat16, whose kernels take a number in float32.
 _NUMBER_ARITHMETIC = frozenset(
     {
