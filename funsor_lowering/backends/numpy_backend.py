@@ -354,7 +354,9 @@ class NumpyBackend(ArrayBackend):
             and operand.dtype in _EXACT_NUMBER_DTYPES
             and typable_number(number)
         ):
-            return np.array(number, dtype=operand.dtype)
+            value = np.array(number, dtype=operand.dtype)
+            value.flags.writeable = False  # shared by every call of a body
+            return value
         return None
 
     def dtype_kind(self, value):

@@ -446,7 +446,8 @@ def typed_number_operands(program, env, resolved):
     """``{(operation, position): (constant, value)}``: the number constants
     that the backend passes to binary operations as ``value`` instead, typed
     like the other operand (torch wraps a Python number in a tensor on
-    every call, ~2-5 us; see ``ArrayBackend.typed_number``). ``env`` holds
+    every call, ~2-5 us, and numpy converts it, ~0.3 us; see
+    ``ArrayBackend.typed_number``). ``env`` holds
     every value of a reference evaluation, ``resolved`` the operations'
     implementations."""
     backend, found = program._array_backend, {}
