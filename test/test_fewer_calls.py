@@ -18,7 +18,7 @@ from funsor.domains import Reals
 from funsor.interpretations import reflect
 from funsor.tensor import Tensor
 from funsor.terms import Variable
-from hypothesis import given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from funsor_lowering import compile_funsor, extra_ops
@@ -195,32 +195,68 @@ def test_reductions_of_column_broadcasts_equal_funsor(
     assert "ReshapeOp" not in names, names  # a row broadcast instead
 
 
-@settings(deadline=None)
-@given(
-    index=st.sampled_from(
-        [1, (1,), (slice(0, 2),), (1, slice(None)), (slice(None), 0)]
-        + [(1, slice(None), slice(None)), (0, slice(1, 3)), (slice(1, 3), 2)]
+def basic_indices(shape):
+    """Basic indices of an array of ``shape``: per axis an int or a slice,
+    whole slices also spelled with explicit bounds (``0:4`` of 4)."""
+
+    def entry(size):
+        whole = st.sampled_from([slice(None), slice(0, size), slice(0, size, 1)])
+        part = st.integers(0, size - 1).flatmap(
+            lambda a: st.integers(a + 1, size).map(lambda b: slice(a, b))
+        )
+        return st.one_of(st.integers(-size, size - 1), whole, part)
+
+    return st.integers(1, len(shape)).flatmap(
+        lambda k: st.tuples(*(entry(n) for n in shape[:k]))
     )
-)
-def test_transposed_slices_equal_funsor(index):
+
+
+def _whole(entry, size):
+    return isinstance(entry, slice) and entry.indices(size) == (0, size, 1)
+
+
+@settings(deadline=None)
+@given(index=basic_indices((3, 4, 5)), one_item_as_int=st.booleans())
+def test_transposed_slices_equal_funsor(index, one_item_as_int):
     from funsor_lowering import trace_function
 
-    def fn(y):  # two slices of y, each transposed
-        other = (0,) if index != (0,) else (2,)
-        return (
-            ops.transpose(y[index], -1, -2),
-            ops.transpose(y[other], -1, -2),
-        )
+    shape = (3, 4, 5)
+    if len(index) == 1 and one_item_as_int:
+        index = index[0]
+    entries = index if isinstance(index, tuple) else (index,)
+    assume(len(shape) - sum(isinstance(e, int) for e in entries) >= 2)
 
-    arrays = {"y": backend_randn(3, 4, 5)}
+    def fn(y):  # two slices of y, each transposed
+        return ops.transpose(y[index], -1, -2), ops.transpose(y[(0,)], -1, -2)
+
+    arrays = {"y": backend_randn(*shape)}
     program = trace_function(fn, arrays)
     assert_matches(program(**arrays), fn(**arrays), rtol=0, atol=0)
     names = [type(o.op).__name__ for o in program.operations]
     # slices of leading axes only: both slices of one transpose of y
-    leading = not isinstance(index, tuple) or all(
-        k == 0 or e == slice(None) for k, e in enumerate(index)
-    )
+    leading = all(_whole(e, n) for e, n in zip(entries[1:], shape[1:]))
     assert names.count("TransposeOp") == (1 if leading else 2), names
+
+
+@settings(deadline=None)
+@given(index=basic_indices((3, 6, 5)))
+@example(index=(slice(None), slice(0, 4)))  # all of y, as AutoGaussian's case
+@example(index=(1, slice(0, 4), slice(0, 5)))
+def test_transposed_slices_of_concatenations_equal_funsor(index):
+    # a slice of a cat within one part is a slice of that part, spelled with
+    # explicit bounds (0:4 of 4): the transpose of it, as a slice of the
+    # part's transpose, once took 0:4 of the other axis (AutoGaussian)
+    from funsor_lowering import trace_function
+
+    assume(3 - sum(isinstance(e, int) for e in index) >= 2)
+
+    def fn(y, z):
+        joined = ops.cat([y, z], -2)
+        return ops.transpose(joined[index], -1, -2), ops.transpose(joined[1], -1, -2)
+
+    arrays = {"y": backend_randn(3, 4, 5), "z": backend_randn(3, 2, 5)}
+    program = trace_function(fn, arrays)
+    assert_matches(program(**arrays), fn(**arrays), rtol=0, atol=0)
 
 
 def test_a_forward_pass_adds_messages_to_rows_of_one_transpose():

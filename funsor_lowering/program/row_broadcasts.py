@@ -118,7 +118,13 @@ def swap_of_slice(editor, args, value_type):
         False,
         ValueType(swapped_shape, source.kind),
     )
-    return editor.emit(getslice_op(index), [swapped], False, value_type)
+    # the entries of the leading axes only: a whole slice of a last axis,
+    # such as 0:50 of 50, would take part of the other after the swap
+    entries = index if isinstance(index, tuple) else (index,)
+    leading = tuple(entries[: len(source.shape) - 2])
+    if not leading:
+        return swapped
+    return editor.emit(getslice_op(leading), [swapped], False, value_type)
 
 
 def _leading_only(index, shape):
