@@ -4,8 +4,8 @@ where funsor 0.4.8 lacks or mis-infers them:
 - reductions read ``dim`` while the ops take ``axis`` (so ``ops.sum(x, 0)``
   was inferred to reduce every axis);
 - ``getitem`` ignored the shape of its index;
-- ``permute``, ``expand``, ``argmax`` and ``argmin`` fell back to the
-  pointwise rule and kept the input shape.
+- ``permute``, ``transpose``, ``expand``, ``argmax`` and ``argmin`` fell
+  back to the pointwise rule and kept the input shape.
 
 Importing this module registers the corrected rules. :func:`permutation_dims`
 reads the axis order a ``permute`` or ``transpose`` applies.
@@ -66,6 +66,17 @@ def find_domain_permute(op, domain):
     if sorted(d % max(len(dims), 1) for d in dims) != list(range(len(domain.shape))):
         raise ValueError(f"{op!r}: dims {dims} is not a permutation for {domain}")
     return Array[domain.dtype, tuple(domain.shape[d] for d in dims)]
+
+
+@find_domain.register(ops.TransposeOp)
+def find_domain_transpose(op, domain):
+    shape = list(domain.shape)
+    axes = [op.defaults["axis1"], op.defaults["axis2"]]
+    if not all(-len(shape) <= a < len(shape) for a in axes):
+        raise ValueError(f"{op!r}: axes {axes} are out of range for {domain}")
+    a, b = axes
+    shape[a], shape[b] = shape[b], shape[a]
+    return Array[domain.dtype, tuple(shape)]
 
 
 @find_domain.register(ops.ExpandOp)

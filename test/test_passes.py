@@ -343,6 +343,31 @@ def test_optimize_runs_no_pass_again_on_a_program_it_left_unchanged(program):
         assert run_pass(optimized).modified is False, run_pass.__name__
 
 
+@pytest.mark.parametrize("through_cat", [False, True])
+def test_slices_of_slices_and_of_cats_take_the_one_spelling_at_once(through_cat):
+    # x[:, 1:3][:, 0] is x[:, 1], spelled as every slice is (whole slices as
+    # ":"): one simplify gives it (was x[0:2, 1], spelled x[:, 1] by a later
+    # round, which optimize may not run); likewise a part of a cat
+    inputs = {"x": Reals[2, 3], "y": Reals[2, 2]}
+    first = getslice_op((slice(None), slice(1, 3, 1)))
+    operations = [Operation(first, (0,))]
+    if through_cat:  # cat(x, y)[:, 0:3][:, 1:3][:, 0]
+        operations = [
+            Operation(ops.CatOp(axis=-1), (0, 1), packed=True),
+            Operation(getslice_op((slice(0, 2, 1), slice(0, 3, 1))), (2,)),
+            Operation(first, (3,)),
+        ]
+    last = len(operations) + 1
+    operations.append(Operation(getslice_op((slice(None), 0)), (last,)))
+    program = OpProgram([], inputs, operations, last + 1)
+    simplified = eliminate_dead_code(simplify(program).program).program
+    ((operation,),) = [simplified.operations]
+    assert operation.op.defaults["index"] == (slice(None), 1)
+    assert simplify(simplified).modified is False
+    arrays = {k: backend_randn(*d.shape) for k, d in inputs.items()}
+    assert_matches(simplified(**arrays), program(**arrays), rtol=0, atol=0)
+
+
 def test_simplify_removes_identities_and_units():
     def build(s):
         v = s.emit(ops.PermuteOp(dims=(0, 1)), [3], (2, 3))

@@ -446,3 +446,18 @@ def test_alternating_signatures_do_not_grow_memory():
     grown = tracemalloc.get_traced_memory()[0] - start
     tracemalloc.stop()
     assert grown < 200_000, f"{grown} bytes kept by 1000 calls"
+
+
+def test_a_recorded_shape_the_operation_does_not_compute_is_an_internal_error():
+    # a pass that records one shape and emits an operation computing another
+    # stops at that operation when the body is built (not at an op it feeds)
+    from funsor import ops
+
+    from funsor_lowering.program import Operation, OpProgram, ValueType
+
+    wrong = ValueType((3, 2), "real")
+    program = OpProgram(
+        [], {"x": Reals[2, 3]}, [Operation(ops.exp, (0,))], 1, value_types=[wrong]
+    )
+    with pytest.raises(RuntimeError, match=r"internal error.*exp.*\(2, 3\).*\(3, 2\)"):
+        program(x=arrays_of("float64", 2, 3))

@@ -31,6 +31,8 @@ CASES = [
     (ops.UnsqueezeOp(dim=1), (2, 3)),
     (ops.DiagonalOp(dim1=-1, dim2=-2), (4, 3, 3)),
     (ops.DiagonalOp(dim1=0, dim2=2), (3, 4, 2)),
+    (ops.TransposeOp(axis1=-1, axis2=-2), (3, 2, 4)),
+    (ops.TransposeOp(axis1=0, axis2=2), (3, 2, 4)),
 ]
 
 

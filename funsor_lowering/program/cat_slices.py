@@ -42,7 +42,14 @@ from funsor import ops
 
 from ..backends import array_backend
 from ..extra_ops import getslice_op
-from .basic_index import expand_index, is_int, is_whole, sliced_shape, unit_slices
+from .basic_index import (
+    canonical_index,
+    expand_index,
+    is_int,
+    is_whole,
+    sliced_shape,
+    unit_slices,
+)
 from .cat_parts import gather_of_cat_parts
 from .ir import ValueType
 
@@ -178,7 +185,12 @@ def slice_of_cat(editor, index, cat, value_type):
                 parts[axis] = first - offset
             else:
                 parts[axis] = slice(first - offset, last - offset + 1, step)
-            return editor.emit(getslice_op(tuple(parts)), (ref,), False, value_type)
+            # in the one spelling simplify gives slices (all of a part: itself)
+            index = canonical_index(tuple(parts), t.shape)
+            if index == () and value_type is not None and t.shape == value_type.shape:
+                return ref
+            index = index or tuple(parts)
+            return editor.emit(getslice_op(index), (ref,), False, value_type)
         offset += size
     return None
 

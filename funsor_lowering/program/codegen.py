@@ -412,14 +412,32 @@ def evaluate(program, values):
     the resolved implementation of every operation."""
     env = list(program.constants) + list(values)
     resolved = []
-    for operation in program.operations:
+    for operation, declared in zip(program.operations, program._operation_types):
         args = [env[a] for a in operation.args]
         if operation.packed:
             args = [tuple(args)]
         impl, extra, kwargs = resolve(operation.op, args, program._array_backend)
         resolved.append((impl, extra, kwargs))
         env.append(impl(*args, *extra, **kwargs))
+        _check_shape(program, len(env) - 1, env[-1], declared)
     return env, resolved
+
+
+def _check_shape(program, number, value, declared):
+    """Value ``number`` of a reference evaluation has the shape the program
+    records for it (``declared``: a ``ValueType``, or ``None``). Else a
+    pass emitted an operation computing another shape than it recorded, a
+    bug of ours: stop at that operation, not at a later op it feeds (or,
+    where shapes broadcast, at a wrong result)."""
+    shape, recorded = getattr(value, "shape", None), getattr(declared, "shape", None)
+    if shape is not None and recorded is not None and tuple(shape) != recorded:
+        name = program.value_names[number]
+        operation = program.operations[number - program.first_operation]
+        raise RuntimeError(
+            f"internal error in {program!r}: {name} = {operation} computes "
+            f"shape {tuple(shape)}, the program records {recorded} "
+            f"(a bug of funsor_lowering's passes; please report it)"
+        )
 
 
 def build_body(program, values):

@@ -252,6 +252,9 @@ def simplify(program):
             )
             if index is None:
                 return None
+            if takes_all(index, source.shape):
+                return inner.args[0]
+            index = canonical_index(index, source.shape) or index  # one spelling
             return editor.emit(getslice_op(index), inner.args, False, value_type)
         if isinstance(op, ops.GetitemOp) and len(args) == 2:
             return gather_as_slice(editor, op, args, value_type)
