@@ -105,12 +105,13 @@ def test_seen_signatures_never_generate_code_nor_grow_linecache(monkeypatch):
         return define(*args, **kwargs)
 
     monkeypatch.setattr("funsor_lowering.program.codegen._define", counting)
-    cached = len(linecache.cache)
+    cached = set(linecache.cache)
     for _ in range(100):
         program(x=first)
         program(x=second)
     assert generated == []
-    assert len(linecache.cache) == cached
+    # no new entries (entries of programs collected meanwhile may go)
+    assert set(linecache.cache) <= cached
     # numpy and torch bodies hold numbers typed like their operands: one per dtype
     bodies = 1 if BACKEND == "jax" else 2
     assert program.cache_info() == {"signatures": 2, "bodies": bodies}
