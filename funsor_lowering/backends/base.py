@@ -65,13 +65,31 @@ class ArrayBackend:
         """What a generated body for input array ``value`` is specialized
         for: its :meth:`code_type`, and its dtype where bodies hold
         constants typed like their operands (:meth:`typed_number`)."""
+        if self.number_arithmetic:
+            return (self.code_type(value), value.dtype)
         return self.code_type(value)
+
+    # Implementations of binary arithmetic whose number operand
+    # typed_number passes as a 0-d array of the other operand's dtype, for
+    # operands of exact_number_dtypes (whose kernels cast a number to them).
+    number_arithmetic = frozenset()
+    exact_number_dtypes = ()
 
     def typed_number(self, number, operand, impl):
         """``number``, a constant operand of the binary elementwise
         implementation ``impl`` beside the array ``operand``, as a constant
         that gives the same results faster, or ``None`` to keep it."""
+        if (
+            impl in self.number_arithmetic
+            and operand.dtype in self.exact_number_dtypes
+            and _typable_number(number)
+        ):
+            return self.zero_d_array(number, operand.dtype)
         return None
+
+    def zero_d_array(self, number, dtype):
+        """A 0-d array of ``number`` in ``dtype`` (see :meth:`typed_number`)."""
+        raise NotImplementedError
 
     def as_traceable(self, value):
         """``value`` in a form that keeps its identity when funsor wraps it
@@ -282,7 +300,7 @@ def stand_in(shape, dtype):
     return np.broadcast_to(base, tuple(shape))
 
 
-def typable_number(number):
+def _typable_number(number):
     """Whether a 0-d float32 / float64 array of ``number`` holds what a
     backend kernel makes of ``number`` itself: floats (cast as the kernel
     casts them), integers that float32 holds exactly."""

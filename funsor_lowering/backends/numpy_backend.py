@@ -15,7 +15,7 @@ from ..extra_ops import (
     VecdotOp,
 )
 from . import numpy_lapack
-from .base import ArrayBackend, python_literal, typable_number
+from .base import ArrayBackend, python_literal
 
 
 def numpy_literal(value, module="np"):
@@ -345,19 +345,13 @@ class NumpyBackend(ArrayBackend):
     def is_array(self, value):
         return isinstance(value, (np.ndarray, np.generic))
 
-    def body_key(self, value):
-        return (self.code_type(value), value.dtype)
+    number_arithmetic = _NUMBER_ARITHMETIC
+    exact_number_dtypes = _EXACT_NUMBER_DTYPES
 
-    def typed_number(self, number, operand, impl):
-        if (
-            impl in _NUMBER_ARITHMETIC
-            and operand.dtype in _EXACT_NUMBER_DTYPES
-            and typable_number(number)
-        ):
-            value = np.array(number, dtype=operand.dtype)
-            value.flags.writeable = False  # shared by every call of a body
-            return value
-        return None
+    def zero_d_array(self, number, dtype):
+        value = np.array(number, dtype=dtype)
+        value.flags.writeable = False  # shared by every call of a body
+        return value
 
     def dtype_kind(self, value):
         return dtype_kind(value.dtype)

@@ -31,7 +31,6 @@ from .base import (
     nested_outputs,
     python_literal,
     signature_of,
-    typable_number,
 )
 
 # Abstract evaluation runs ops on CPU stand-ins up to this many elements in
@@ -94,19 +93,11 @@ class TorchBackend(ArrayBackend):
         # parameters (Pyro's, nn.Module's) share the tensors' code
         return torch.Tensor if type(value) is torch.nn.Parameter else type(value)
 
-    def body_key(self, value):
-        key = self.code_type(value)
-        return (key, value.dtype) if isinstance(value, torch.Tensor) else key
+    number_arithmetic = _NUMBER_ARITHMETIC
+    exact_number_dtypes = _EXACT_NUMBER_DTYPES
 
-    def typed_number(self, number, operand, impl):
-        if (
-            impl in _NUMBER_ARITHMETIC
-            and isinstance(operand, torch.Tensor)
-            and operand.dtype in _EXACT_NUMBER_DTYPES
-            and typable_number(number)
-        ):
-            return torch.tensor(number, dtype=operand.dtype)
-        return None
+    def zero_d_array(self, number, dtype):
+        return torch.tensor(number, dtype=dtype)
 
     def is_compiling(self):
         return torch.compiler.is_compiling()
