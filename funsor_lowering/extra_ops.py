@@ -107,10 +107,11 @@ TupleItemOp = type(tuple_item)
 @ops.BinaryOp.make(module_name="funsor_lowering.extra_ops")
 def qr_project(m, u):
     """``(R, u @ Q)`` for the reduced QR factorization ``m = Q R`` of a tall
-    ``m`` (``[..., rows, cols]``, ``rows > cols``) and rows ``u`` (``[...,
-    k, rows]``): what a Gaussian's compression reads of a QR. Backends may
-    compute both from one QR of ``[m | uᵀ]`` that never forms ``Q`` (jax:
-    ``qr(mode="r")``, a third of the full QR's time under ``jax.jit``):
+    or square ``m`` (``[..., rows, cols]``, ``rows >= cols``) and rows ``u``
+    (``[..., k, rows]``): what a Gaussian's compression reads of a QR.
+    Backends may compute both from one QR of ``[m | uᵀ]`` that never forms
+    ``Q`` (jax: ``qr(mode="r")``, a third of the full QR's time under
+    ``jax.jit``):
     Householder steps go left to right, so its ``R`` holds ``m``'s ``R``
     and, beside it, ``Qᵀ uᵀ``; leading axes of ``u`` that ``m`` lacks (a
     Gaussian's particles) become more columns, so ``m`` is factored once.

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from funsor_lowering import compile_funsor, trace_function
 from funsor_lowering import gaussian_algebra as ga
 
-from .helpers import assert_matches, from_numpy
+from .helpers import assert_matches, from_numpy, to_numpy
 
 BACKEND = funsor.get_backend()
 EXAMPLES = 10 if BACKEND == "jax" else 25  # jax traces slowly
@@ -124,8 +124,9 @@ def test_algebra_on_lowered_terms_compiles():
             w, P, ops.getslice(x, (Ellipsis, slice(1, None))), slice(1, None)
         )[0],
         # compressed factors differ (Cholesky on terms, QR on arrays); the
-        # shift, -1/2 ||w||² + 1/2 wᵀPᵀ(PPᵀ)⁻¹Pw, does not
+        # shift, -1/2 ||w||² + 1/2 wᵀPᵀ(PPᵀ)⁻¹Pw, and constants do not
         "compress": lambda w, P, x: ga.compress(w, P)[2],
+        "marginalize_compressed": lambda w, P, x: ga.marginalize_compressed(w, P, 1)[2],
     }
     rng = np.random.default_rng(0)
     arrays = {
@@ -166,3 +167,53 @@ def test_compression_by_cholesky_is_the_same_gaussian_as_by_qr():
     # (the factors themselves differ: the Cholesky one is lower triangular)
     new_P = np.asarray(by_cholesky[1])
     assert np.allclose(new_P, np.tril(new_P))
+
+
+@st.composite
+def marginal_specs(draw):
+    """(batch, dropped, kept, rank): rank covering every row."""
+    batch = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+    dropped, kept = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    rank = dropped + kept + draw(st.integers(0, 4))
+    return batch, dropped, kept, rank
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(spec=marginal_specs(), full_rank=st.booleans(), seed=st.integers(0, 2**16))
+def test_marginalize_compressed_is_funsors_marginal(spec, full_rank, seed):
+    # one factorization of the whole Gaussian gives funsor's marginal over
+    # the kept rows: equal density (with the constant), precision,
+    # information vector and draws, in a square (compressed) factor
+    batch, dropped, kept, rank = spec
+    rng = np.random.default_rng(seed)
+    dim = dropped + kept
+    w = from_numpy(rng.standard_normal(batch + (rank,)))
+    P = from_numpy(rng.standard_normal(batch + (dim, rank)) + 2 * np.eye(dim, rank))
+    x = from_numpy(rng.standard_normal(batch + (kept,)))
+    noise = from_numpy(rng.standard_normal(batch + (kept,)))
+    ints = OrderedDict((f"i{k}", Bint[n]) for k, n in enumerate(batch))
+    inputs = OrderedDict(ints, dropped=Reals[dropped], kept=Reals[kept])
+    expected = Gaussian(white_vec=w, prec_sqrt=P, inputs=inputs).reduce(
+        ops.logaddexp, "dropped"
+    )
+    (marginal,) = [t for t in expected.terms if isinstance(t, Gaussian)]
+    marginal = marginal.align(tuple(ints) + ("kept",))
+
+    new_w, new_P, constant = ga.marginalize_compressed(w, P, dropped, full_rank)
+    assert tuple(new_P.shape) == batch + (kept, kept)
+    density = ops.add(ga.log_density(new_w, new_P, x), constant)
+    assert_matches(density, expected(kept=Tensor(x, ints)).data, rtol=1e-4, atol=1e-4)
+    old_w, old_P = marginal.white_vec, marginal.prec_sqrt
+    assert_matches(ga.precision(new_P), ga.precision(old_P), rtol=1e-4, atol=1e-4)
+    assert_matches(
+        ga.info_vec(new_w, new_P), ga.info_vec(old_w, old_P), rtol=1e-4, atol=1e-4
+    )
+    assert_matches(
+        ga.sample(new_w, new_P, noise),
+        ga.sample(old_w, old_P, noise),
+        rtol=1e-4,
+        atol=1e-4,
+    )
+    if full_rank:  # funsor's compression by Cholesky: lower triangular
+        factor = np.asarray(to_numpy(new_P))
+        assert np.allclose(factor, np.tril(factor))

@@ -75,6 +75,26 @@ def test_marginalize_then_evaluate():
     check(fn, w=(2, 4), P=(2, 3, 4), u=(2,))
 
 
+def test_traced_marginal_is_compressed_and_equals_funsors():
+    # rank 6 covers x, y, z: the traced marginal over (x, z) is square
+    # (funsor keeps rank 6, 6 <= 2 * 3); it evaluates, normalizes and joins
+    # another factor as funsor's does
+    factors = []
+
+    def fn(w, P, w2, P2, u):
+        g = gaussian(w, P, i=Bint[2], x=Reals[2], y=Real, z=Real)
+        marginal = g.reduce(ops.logaddexp, "y")
+        factors.extend(t for t in marginal.terms if isinstance(t, Gaussian))
+        joint = marginal + gaussian(w2, P2, z=Real)
+        at_u = marginal(x=Tensor(u)).reduce(ops.logaddexp)
+        return joint.reduce(ops.logaddexp).data, at_u.data
+
+    check(fn, w=(2, 6), P=(2, 4, 6), w2=(1,), P2=(1, 1), u=(2,))
+    shapes = {tuple(f.prec_sqrt.shape) for f in factors}
+    assert (2, 3, 3) in shapes  # traced
+    assert (2, 3, 6) in shapes  # funsor's, eager
+
+
 def test_log_normalizer_and_batch_reduction():
     def fn(w, P):
         g = gaussian(w, P, i=Bint[3], x=Reals[2])

@@ -30,7 +30,7 @@ def op_types(program):
 @given(
     batch=st.lists(st.integers(1, 3), max_size=2),
     cols=st.integers(1, 4),
-    extra=st.integers(1, 4),
+    extra=st.integers(0, 4),
     k=st.integers(1, 3),
     u_batch=st.sampled_from(["none", "same", "more", "inner"]),
     seed=st.integers(0, 2**16),

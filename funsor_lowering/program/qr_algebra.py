@@ -159,12 +159,12 @@ def _projected(editor, ref, pair):
 
 def qr_projections(program):
     """The :class:`~.editor.PassResult` of writing, on jax, each reduced QR
-    of a tall ``M`` whose ``Q`` only multiplies one value ``u`` (``u @ Q``,
-    what a Gaussian's compression reads of ``Q``) as ``qr_project(M, u)``
-    (a vector ``u`` as a row), which never forms ``Q``. (Under ``jax.jit``
-    forming ``Q`` takes two thirds of a small QR; numpy's and torch's QRs
-    take about as long without it.) Run after the identities above, which
-    may make a QR dead.
+    of a tall or square ``M`` whose ``Q`` only multiplies one value ``u``
+    (``u @ Q``, what a Gaussian's compression or marginal reads of ``Q``) as
+    ``qr_project(M, u)`` (a vector ``u`` as a row), which never forms ``Q``.
+    (Under ``jax.jit`` forming ``Q`` takes two thirds of a small QR;
+    numpy's and torch's QRs take about as long without it.) Run after the
+    identities above, which may make a QR dead.
     """
     if program.backend != "jax":
         return PassResult(program, False)
@@ -245,7 +245,7 @@ def _projected_qrs(program):
         if m_type is None or len(m_type.shape) < 2:
             continue
         rows, cols = m_type.shape[-2:]
-        if rows <= cols:
+        if rows < cols:
             continue
         items = [(v, program.operations[v - first]) for v in readers.get(value, ())]
         if not all(isinstance(item.op, TupleItemOp) for _, item in items):

@@ -42,6 +42,7 @@ from funsor.tensor import Tensor, get_default_prototype
 from funsor.terms import (
     Binary,
     Cat,
+    Funsor,
     FunsorMeta,
     Lambda,
     Number,
@@ -143,9 +144,11 @@ class NamedGaussian:
                 blocks.append(ops.new_zeros(prec_sqrt, shape))
         return white_vec, ops.cat(tuple(blocks), -2)
 
-    def reorder_reals(self, last):
-        """The same Gaussian with the real inputs ``last`` moved to the end."""
-        reals = OrderedDict((k, d) for k, d in self.reals.items() if k not in last)
+    def reorder_reals(self, last, first=()):
+        """The same Gaussian with the real inputs ``last`` moved to the end
+        (and ``first`` to the front)."""
+        reals = OrderedDict((k, self.reals[k]) for k in first)
+        reals.update((k, d) for k, d in self.reals.items() if k not in last)
         reals.update((k, self.reals[k]) for k in last)
         white_vec, prec_sqrt = self.aligned(self.ints, reals)
         inputs = OrderedDict(self.ints)
@@ -512,22 +515,52 @@ def reduce(op, terms, reduced):
         return None  # a mixture of Gaussians: funsor keeps it lazy
     if not real_names:
         return None
-    g = g.reorder_reals(real_names)
     kept_dim = sum(d.num_elements for k, d in g.reals.items() if k not in names)
     if kept_dim == 0:
         result = Tensor(ga.log_normalizer(g.white_vec, g.prec_sqrt), g.ints)
     else:
-        white_vec, prec_sqrt, constant = ga.marginalize(
-            g.white_vec, g.prec_sqrt, slice(kept_dim, None)
-        )
-        inputs = OrderedDict(g.ints)
-        inputs.update((k, d) for k, d in g.reals.items() if k not in names)
-        result = NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
-        result = result + Tensor(constant, g.ints)
+        result = _marginal(g, real_names)
     for other in others:
         result = result + other
     remaining = frozenset(k for k in int_names if k in result.inputs)
     return result.reduce(op, remaining) if remaining else result
+
+
+def _marginal(g, names):
+    """``g`` with its real inputs ``names`` integrated out (not all of
+    them), as funsor's ``Gaussian + Tensor``.
+
+    Where ``g``'s rank covers all its real inputs, by one QR factorization
+    of ``g`` (:func:`~funsor_lowering.gaussian_algebra.marginalize_compressed`):
+    the marginal comes compressed (rank = its dimension), where funsor
+    factors the dropped block, projects the kept rows and compresses only
+    when the rank exceeds twice the dimension. The same distribution (equal
+    densities, normalizers and draws) in another square-root basis: later
+    joins stay narrow, so fewer compressions follow (a Kalman filter's
+    program: a quarter fewer operations). Compressing by Cholesky factors
+    (:func:`full_rank_compression`, and on funsor terms) needs the whole
+    precision positive definite, not only the dropped block's: only where
+    funsor compresses the marginal too (then both are)."""
+    kept = OrderedDict((k, d) for k, d in g.reals.items() if k not in names)
+    kept_dim = sum(d.num_elements for d in kept.values())
+    dim, rank = g.prec_sqrt.shape[-2:]
+    inputs = OrderedDict(g.ints)
+    inputs.update(kept)
+    by_cholesky = _FULL_RANK_COMPRESSION.get() or isinstance(g.prec_sqrt, Funsor)
+    compressed = rank > COMPRESSION_THRESHOLD * kept_dim
+    if rank >= dim and (compressed or not by_cholesky):
+        g = g.reorder_reals((), first=names)
+        white_vec, prec_sqrt, constant = ga.marginalize_compressed(
+            g.white_vec, g.prec_sqrt, dim - kept_dim, by_cholesky
+        )
+    else:
+        g = g.reorder_reals(names)
+        white_vec, prec_sqrt, constant = ga.marginalize(
+            g.white_vec, g.prec_sqrt, slice(kept_dim, None)
+        )
+    return NamedGaussian(white_vec, prec_sqrt, inputs).funsor() + Tensor(
+        constant, g.ints
+    )
 
 
 def _plate(g, names):
@@ -598,13 +631,7 @@ def _sample(self, sampled_vars, sample_inputs, rng_key):
     block = ops.getslice(P, (Ellipsis, rows, slice(None)))
     chol = ops.cholesky(ga.precision(block))
     if kept:
-        white_vec, prec_sqrt, constant = ga.marginalize(w, P, rows)
-        inputs = OrderedDict(ints)
-        inputs.update(kept)
-        result = (
-            Tensor(constant, ints)
-            + NamedGaussian(white_vec, prec_sqrt, inputs).funsor()
-        )
+        result = _marginal(g, names)
         flat = [Variable(k, d).reshape((d.num_elements,)) for k, d in kept.items()]
         flat = flat[0] if len(flat) == 1 else ops.cat(tuple(flat), -1)
         kept_block = ops.getslice(P, (Ellipsis, slice(0, kept_dim), slice(None)))
