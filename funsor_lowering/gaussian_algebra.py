@@ -135,16 +135,15 @@ def marginalize_compressed(white_vec, prec_sqrt, dropped, full_rank=False):
     then :func:`compress` (which factor the dropped block, project, then
     factor again).
 
-    A triangular factor ``F`` with ``F Fᵀ = P Pᵀ`` and the whitened ``u``
-    (``||x P - w||² = ||x F - u||² + ||w||² - ||u||²``), its rows and
-    columns split as the dropped ``x₁`` and kept ``x₂``: ``x F = [x₁ F₁₁ +
-    x₂ F₂₁, x₂ F₂₂]``, so integrating ``x₁`` leaves ``P' = F₂₂``, ``w' =
-    u₂`` and adds ``dim₁/2 log 2π - log|det F₁₁| + (|u|² - |w|²)/2``.
-    ``F`` is ``Rᵀ`` of a reduced QR ``Pᵀ = Q R`` (``u = w Q``; rows of
-    ``R`` carry arbitrary signs, so ``P'`` may differ from :func:`compress`'
-    by column signs: the same Gaussian), or with ``full_rank=True`` (and on
-    funsor terms) the Cholesky factor ``L = chol(P Pᵀ)`` (``u = L⁻¹ P w``;
-    then ``P'`` and ``w'`` are :func:`compress`' own).
+    :func:`compress` of the whole Gaussian gives a lower-triangular factor
+    ``F`` (``F Fᵀ = P Pᵀ``: a QR's ``Rᵀ``, whose diagonal has any signs, or
+    with ``full_rank=True`` and on funsor terms a Cholesky factor) and the
+    whitened ``u``; split as the dropped ``x₁`` and kept ``x₂``, ``x F =
+    [x₁ F₁₁ + x₂ F₂₁, x₂ F₂₂]``, so integrating ``x₁`` leaves ``P' = F₂₂``
+    and ``w' = u₂`` and adds ``dim₁/2 log 2π - log|det F₁₁|`` to the
+    compression's shift. By QR, ``P'`` may differ from funsor's marginal in
+    basis and rank (the same Gaussian); by Cholesky it is funsor's
+    compressed marginal itself.
 
     Example::
 
@@ -156,18 +155,10 @@ def marginalize_compressed(white_vec, prec_sqrt, dropped, full_rank=False):
         >>> bool(np.isclose(c, 0.5 * LOG_2PI - np.log(2.0)))
         True
     """
-    if full_rank or isinstance(prec_sqrt, Funsor):
-        factor = ops.cholesky(precision(prec_sqrt))
-        whitened = solve_tril(factor, info_vec(white_vec, prec_sqrt))
-        dropped_diagonal = ops.diagonal(factor, -1, -2)
-    else:
-        q, r = ops.qr(transpose(prec_sqrt))
-        # (u before R's readers: on jax qr_projections then never forms Q)
-        whitened, factor = vecmat(white_vec, q), transpose(r)
-        dropped_diagonal = ops.abs(ops.diagonal(r, -1, -2))
-    dropped_diagonal = ops.getslice(dropped_diagonal, (Ellipsis, slice(0, dropped)))
+    whitened, factor, shift = compress(white_vec, prec_sqrt, full_rank)
+    diagonal = ops.abs(ops.diagonal(factor, -1, -2))  # (a QR's R: any signs)
+    dropped_diagonal = ops.getslice(diagonal, (Ellipsis, slice(0, dropped)))
     log_det = ops.sum(ops.log(dropped_diagonal), -1)
-    shift = ops.mul(ops.sub(norm2(whitened), norm2(white_vec)), 0.5)
     constant = ops.add(ops.sub(0.5 * dropped * LOG_2PI, log_det), shift)
     kept = slice(dropped, None)
     new_prec_sqrt = ops.getslice(factor, (Ellipsis, kept, kept))
