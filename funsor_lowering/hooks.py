@@ -37,12 +37,15 @@ Example::
 import contextlib
 import contextvars
 import functools
+import inspect
+import types
 
 import funsor.adjoint
 import funsor.cnf
 import funsor.distribution
 import funsor.interpreter
 import funsor.optimizer
+import funsor.recipes
 from funsor.adjoint import AdjointTape
 from funsor.distribution import Distribution
 from funsor.gaussian import Gaussian, GaussianMeta
@@ -138,6 +141,36 @@ def hook_attribute(key, owner, name, module, qualname):
     hook = _hook(key, original_fn)
     setattr(owner, name, hook)
     _ORIGINALS[key], _INSTALLED[key] = original_fn, hook
+
+
+def hook_function(key, function, module, qualname):
+    """Hook the function object ``function`` itself (a public entry point
+    users import by name: ``from funsor.recipes import ...`` binds it
+    before any hook is installed). Its code becomes a call of the hook,
+    which falls back to a copy of the original; its signature is kept."""
+    _check(key, function, module, qualname)
+    original_fn = types.FunctionType(
+        function.__code__,
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+    original_fn.__kwdefaults__ = function.__kwdefaults__
+    original_fn.__qualname__, original_fn.__module__ = qualname, module
+    original_fn.__doc__ = function.__doc__
+    hook = _hook(key, original_fn)
+    signature = inspect.signature(function)
+    function.__code__ = _call_hook.__code__
+    function.__defaults__ = None
+    function.__kwdefaults__ = {"_funsor_lowering_hook": hook}
+    function.__signature__ = signature
+    _ORIGINALS[key], _INSTALLED[key] = original_fn, function
+
+
+def _call_hook(*args, _funsor_lowering_hook, **kwargs):
+    # the code hook_function gives a hooked function
+    return _funsor_lowering_hook(*args, **kwargs)
 
 
 def hook_pattern(key, interpretation, function, module, qualname):
@@ -308,6 +341,12 @@ def _install():
         funsor.adjoint.adjoint_contract_generic,
         adjoint,
         "adjoint_contract_generic",
+    )
+    hook_function(
+        "recipes.forward_filter_backward_rsample",
+        funsor.recipes.forward_filter_backward_rsample,
+        "funsor.recipes",
+        "forward_filter_backward_rsample",
     )
     for name in ("eager_normal", "eager_mvn"):
         fn = getattr(funsor.distribution, name)

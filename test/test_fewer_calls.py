@@ -629,12 +629,16 @@ def _seeded(fn, **arrays):
     return fn(**arrays)
 
 
-def test_ffbs_factors_each_precision_once():
-    # the backward pass samples from conditionals whose precisions the
-    # forward pass factored already: no two Cholesky factors are equal
+def test_ffbs_factors_each_precision_once(monkeypatch):
+    # funsor's group-by-group recipe (traced where the dense draw does not
+    # apply, here forced off): the backward pass samples from conditionals
+    # whose precisions the forward pass factored already: no two Cholesky
+    # factors are equal
     from benchmarks.cases import FFBS, random_inputs
     from funsor_lowering.program.codegen import evaluate
+    from funsor_lowering.tracing import dense_ffbs
 
+    monkeypatch.setattr(dense_ffbs, "MAX_DIM", 0)
     case = FFBS()
     arrays = random_inputs(case)
     program = case.program(arrays)
@@ -717,11 +721,14 @@ def test_vector_products_drop_their_unit_axis_where_the_matrix_has_no_batch(
     assert_matches(program(**arrays), fn(**arrays), rtol=1e-5, atol=1e-5)
 
 
-def test_ffbs_multiplies_vectors_without_unit_axes():
-    # funsor's backward sampling multiplies each batch of draws by a factor:
-    # no product of a unit-axis row or column with a matrix is left
+def test_ffbs_multiplies_vectors_without_unit_axes(monkeypatch):
+    # funsor's backward sampling (group by group, the dense draw forced off)
+    # multiplies each batch of draws by a factor: no product of a unit-axis
+    # row or column with a matrix is left
     from benchmarks.cases import FFBS, random_inputs
+    from funsor_lowering.tracing import dense_ffbs
 
+    monkeypatch.setattr(dense_ffbs, "MAX_DIM", 0)
     case = FFBS()
     program = case.program(random_inputs(case))
     shapes = [getattr(t, "shape", None) for t in program.value_types]
@@ -795,11 +802,11 @@ def test_traced_gaussian_programs_hold_no_einsum():
         program = case.program(random_inputs(case))
         stats = program.stats()
         assert "einsum" not in stats["by_op"], case.name
-        # items of qr's (Q, R) are Python indexing, not backend calls
-        assert stats["by_op"]["tuple_item"] > 0
-        assert stats["backend_calls"] == (
-            stats["operations"] - stats["by_op"]["tuple_item"]
-        )
+        # items of qr's (Q, R) are Python indexing, not backend calls (the
+        # Kalman filter compresses by QR; the FFBS draw is dense: no QR)
+        tuple_items = stats["by_op"].get("tuple_item", 0)
+        assert tuple_items > 0 or case.name.startswith("ffbs")
+        assert stats["backend_calls"] == stats["operations"] - tuple_items
 
 
 # ------------------------------------------------------- backend fast calls

@@ -6,6 +6,7 @@ same seed (numpy, torch) or key (jax) for rsample; the same ``aux`` input
 for precondition."""
 
 from collections import OrderedDict
+from unittest import mock
 
 import funsor
 import numpy as np
@@ -17,6 +18,8 @@ from funsor.recipes import (
     forward_filter_backward_rsample,
 )
 from funsor.tensor import Tensor
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from funsor_lowering import trace_function
 
@@ -158,11 +161,108 @@ def test_precondition_recipe_is_one_program_equal_to_eager(graph):
     )
 
 
+@st.composite
+def gaussian_trees(draw):
+    """A tree of Gaussian factors as AutoGaussian builds them: variable
+    ``v{i}``'s factor (keyed by its name) couples it to an earlier one
+    (random order of inputs), with a square or wider square root; and the
+    Bint sample inputs of the draw."""
+    graph = {}
+    for i in range(draw(st.integers(1, 4))):
+        size = draw(st.integers(1, 3))
+        domain = Real if size == 1 and draw(st.booleans()) else Reals[size]
+        inputs = OrderedDict([(f"v{i}", domain)])
+        if i:
+            parent = f"v{draw(st.integers(0, i - 1))}"
+            inputs[parent] = graph[parent][parent]
+            if draw(st.booleans()):
+                inputs.move_to_end(f"v{i}")
+        graph[f"v{i}"] = inputs
+    # at most twice as wide as high (wider: funsor compresses it to a
+    # Gaussian + Tensor, a factor its recipe cannot take alone)
+    extra_ranks = {
+        name: draw(st.integers(0, min(2, sum(d.num_elements for d in inputs.values()))))
+        for name, inputs in graph.items()
+    }
+    sample_inputs = draw(
+        st.sampled_from(
+            [{}, {"particle": Bint[3]}, {"particle": Bint[2], "chain": Bint[3]}]
+        )
+    )
+    return graph, extra_ranks, sample_inputs
+
+
+def tree_arrays(graph, extra_ranks, seed):
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for name, inputs in graph.items():
+        dim = sum(d.num_elements for d in inputs.values())
+        rank = dim + extra_ranks[name]
+        arrays[f"w_{name}"] = from_numpy(rng.standard_normal(rank))
+        prec_sqrt = rng.standard_normal((dim, rank)) + 2 * np.eye(dim, rank)
+        arrays[f"P_{name}"] = from_numpy(prec_sqrt)
+    return arrays
+
+
+@given(gaussian_trees(), st.booleans())
+@settings(max_examples=20)
+def test_rsample_recipe_of_gaussian_trees_equals_eager(tree, dense):
+    # plate-free Gaussian factors: one dense draw from the joint posterior
+    # (one Cholesky factorization) with funsor's own noise, or (the dense
+    # draw forced off) funsor's recipe group by group; both equal to eager
+    from funsor_lowering.tracing import dense_ffbs
+
+    graph, extra_ranks, sample_inputs = tree
+
+    def fn(rng_key=None, **arrays):
+        factors = {
+            name: Gaussian(
+                white_vec=arrays[f"w_{name}"],
+                prec_sqrt=arrays[f"P_{name}"],
+                inputs=inputs,
+            )
+            for name, inputs in graph.items()
+        }
+        samples, log_prob = forward_filter_backward_rsample(
+            factors, frozenset(graph), frozenset(), sample_inputs, rng_key=rng_key
+        )
+        return {k: v.data for k, v in samples.items()}, log_prob.data
+
+    example = tree_arrays(graph, extra_ranks, 0)
+    if BACKEND == "jax":
+        import jax
+
+        example["rng_key"] = jax.random.PRNGKey(0)
+    with mock.patch.object(dense_ffbs, "MAX_DIM", dense_ffbs.MAX_DIM if dense else 0):
+        program = trace_function(fn, example)
+    choleskys = program.stats()["by_op"].get("cholesky", 0)
+    if dense:
+        assert choleskys == 1, program
+    arrays = tree_arrays(graph, extra_ranks, 1)
+    expected = seeded(fn, 3, arrays)
+    assert_matches(seeded(program, 3, arrays), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_rsample_recipe_with_plates_is_funsors_group_by_group():
+    # plates: the dense draw does not apply (funsor's recipe is traced)
+    program = trace_function(rsample_recipe("plate"), seeded_example("plate"))
+    assert program.stats()["by_op"]["cholesky"] > 1, program
+
+
+def seeded_example(graph):
+    example = factor_arrays(graph, 0)
+    if BACKEND == "jax":
+        import jax
+
+        example["rng_key"] = jax.random.PRNGKey(0)
+    return example
+
+
 @pytest.mark.skipif(BACKEND != "torch", reason="torch autograd")
-def test_rsample_recipe_gradients_equal_eager():
+@pytest.mark.parametrize("graph", ["plate", "chain"])
+def test_rsample_recipe_gradients_equal_eager(graph):
     import torch
 
-    graph = "plate"
     fn = rsample_recipe(graph)
     program = trace_function(fn, factor_arrays(graph, 0))
     arrays = factor_arrays(graph, 1)

@@ -6,5 +6,8 @@
   Python branches and conversions (:mod:`.concretization`);
 - :mod:`.tracer`: ``trace_function`` and the op recorder;
 - :mod:`.gaussian_patterns`: funsor's Gaussian patterns in ``funsor.ops``;
+- :mod:`.dense_ffbs`: ``forward_filter_backward_rsample`` of plate-free
+  Gaussians as one dense posterior draw;
+- :mod:`.constants`: index tables recorded as program constants;
 - :mod:`.rng_keys`: jax PRNG keys of draws while tracing.
 """

@@ -80,6 +80,34 @@ def full_rank_compression():
         _FULL_RANK_COMPRESSION.reset(token)
 
 
+# This context's DrawLog (see recording_draws).
+_DRAW_LOG = contextvars.ContextVar("funsor_lowering gaussian draws", default=None)
+
+
+class DrawLog:
+    """The reparametrized draws of :func:`_sample`, in order: ``(sampled
+    real inputs -> domains, noise Tensor)``, the noise columns in the order
+    of those inputs (flattened). Every draw takes ``prototype`` as its
+    prototype (dtype and device), so that no draw keeps the values it was
+    computed beside alive."""
+
+    def __init__(self, prototype):
+        self.prototype = prototype
+        self.draws = []
+
+
+@contextlib.contextmanager
+def recording_draws(prototype):
+    """A context (this thread only) in which :func:`_sample` lists its
+    draws in a :class:`DrawLog`, which it yields."""
+    log = DrawLog(prototype)
+    token = _DRAW_LOG.set(log)
+    try:
+        yield log
+    finally:
+        _DRAW_LOG.reset(token)
+
+
 class NamedGaussian:
     """A Gaussian's arrays with their inputs: ``Bint`` inputs are the leading
     batch axes (in order), real inputs the rows of ``prec_sqrt`` (in order,
@@ -651,13 +679,17 @@ def _sample(self, sampled_vars, sample_inputs, rng_key):
         shape = tuple(d.size for d in sample_inputs.values())
         shape += tuple(d.size for d in ints.values()) + (chol.shape[-1],)
         key = draw_key(rng_key)
+        log = _DRAW_LOG.get()
+        prototype = w if log is None else log.prototype
         if key is None:
-            draw = ops.randn(w, shape)
+            draw = ops.randn(prototype, shape)
         else:
-            draw = ops.randn(w, shape, key)
+            draw = ops.randn(prototype, shape, key)
         noise_inputs = OrderedDict(sample_inputs)
         noise_inputs.update(ints)
         noise = Tensor(draw, noise_inputs)
+        if log is not None:
+            log.draws.append((OrderedDict((k, g.reals[k]) for k in names), noise))
     point = ga.solve_tril(Tensor(chol, ints), noise + whitened, transposed=True)
     offset = 0
     for name in names:

@@ -74,7 +74,7 @@ from ..program.editor import Editor
 from ..program.passes import optimize
 from ..program.runtime import prepared
 from ..sound_algebra import is_normal_contraction
-from . import gaussian_patterns
+from . import constants, dense_ffbs, gaussian_patterns
 from .abstract import abstract_result
 from .concretization import backend_errors_named
 from .rng_keys import draw_key
@@ -132,6 +132,11 @@ class OpRecorder:
         self.keep.append(node.value)
         return node
 
+    def constant(self, values):
+        """``values`` (a numpy array) as a backend array, recorded as a
+        constant (see :mod:`.constants`)."""
+        return self.add(Node(self.backend.from_numpy(values))).value
+
     def __enter__(self):
         return self._enter(symbolic_only=False)
 
@@ -170,8 +175,9 @@ class OpRecorder:
                 recorder._depth -= 1
             return recorder.record(op, args, kwargs, result)
 
-        context = hooks.replaced({"Op.__call__": traced_call})
-        context.__enter__()
+        context = contextlib.ExitStack()
+        context.enter_context(hooks.replaced({"Op.__call__": traced_call}))
+        context.enter_context(constants.recorded_by(self.constant))
         self._contexts.append(context)
         return self
 
@@ -510,6 +516,7 @@ def tracing_hooks(backend):
             "Tensor.eager_subs": traced_tensor_eager_subs,
             "cnf._eager_contract_tensors": traced_contract_tensors,
             **gaussian_patterns.ops_only_gaussians(),
+            "recipes.forward_filter_backward_rsample": dense_ffbs.rsample_recipe,
             **backend.tracing_hooks(),
         }
     )
