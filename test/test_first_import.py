@@ -142,6 +142,47 @@ def test_tracing_a_gaussian_recipe_does_not_import_torch_dynamo():
     _assert_runs(script)
 
 
+@pytest.mark.skipif(BACKEND != "numpy", reason="one backend is enough")
+def test_a_recipe_imported_before_funsor_lowering_is_traced_as_one_dense_draw():
+    """``from funsor.recipes import forward_filter_backward_rsample`` before
+    funsor_lowering is imported (the usual import order): the name is bound
+    to the function object funsor_lowering hooks, so the trace is the dense
+    draw (one Cholesky factorization), equal to eager funsor."""
+    script = "\n".join(
+        [
+            "from collections import OrderedDict",
+            "import numpy as np",
+            "import funsor",
+            "funsor.set_backend('numpy')",
+            "from funsor.domains import Bint, Reals",
+            "from funsor.gaussian import Gaussian",
+            "from funsor.recipes import forward_filter_backward_rsample",
+            "from funsor_lowering import trace_function",
+            "def fn(w0, P0, w1, P1):",
+            "    f = {'x0': Gaussian(white_vec=w0, prec_sqrt=P0,"
+            " inputs=OrderedDict(x0=Reals[2])),",
+            "         'x1': Gaussian(white_vec=w1, prec_sqrt=P1,"
+            " inputs=OrderedDict(x0=Reals[2], x1=Reals[2]))}",
+            "    samples, log_prob = forward_filter_backward_rsample(",
+            "        f, frozenset(f), frozenset(), {'particle': Bint[3]})",
+            "    return {k: v.data for k, v in samples.items()}, log_prob.data",
+            "rng = np.random.default_rng(0)",
+            "arrays = dict(w0=rng.standard_normal(2), P0=np.eye(2) * 2,",
+            "              w1=rng.standard_normal(4), P1=np.eye(4) + 0.1)",
+            "program = trace_function(fn, arrays)",
+            "assert program.stats()['by_op']['cholesky'] == 1, program",
+            "np.random.seed(1)",
+            "expected = fn(**arrays)",
+            "np.random.seed(1)",
+            "actual = program(**arrays)",
+            "for k in expected[0]:",
+            "    assert np.allclose(actual[0][k], expected[0][k]), k",
+            "assert np.allclose(actual[1], expected[1])",
+        ]
+    )
+    _assert_runs(script)
+
+
 @pytest.mark.skipif(BACKEND != "numpy", reason="scipy serves the numpy backend")
 def test_scipy_is_imported_only_by_programs_that_need_it():
     """numpy programs take ``scipy.special``'s ``expit`` and

@@ -15,6 +15,7 @@ from funsor.adjoint import forward_backward
 from funsor.domains import Bint, Reals
 from funsor.gaussian import Gaussian
 from funsor.interpretations import reflect
+from funsor.recipes import forward_filter_backward_rsample
 from funsor.sum_product import sum_product
 from funsor.tensor import Tensor
 from funsor.terms import Variable
@@ -121,12 +122,49 @@ def adjoint_and_call(k, errors):
     assert_matches(program(f=f), adjoint_function(Tensor(f)).data)
 
 
+def ffbs_function(w0, P0, w1, P1, rng_key=None):  # traced as a dense draw
+    factors = {
+        "x0": Gaussian(white_vec=w0, prec_sqrt=P0, inputs=OrderedDict(x0=Reals[2])),
+        "x1": Gaussian(
+            white_vec=w1, prec_sqrt=P1, inputs=OrderedDict(x0=Reals[2], x1=Reals[1])
+        ),
+    }
+    samples, log_prob = forward_filter_backward_rsample(
+        factors, frozenset(factors), frozenset(), {"particle": Bint[4]}, rng_key
+    )
+    return {k: v.data for k, v in samples.items()}, log_prob.data
+
+
+def ffbs_and_call(k, errors):
+    w0, P0, w1, P1 = arrays(k, (2,), (2, 2), (3,), (3, 3))
+    P0, P1 = P0 + 3 * ops.new_eye(P0, (2,)), P1 + 3 * ops.new_eye(P1, (3,))
+    inputs = {"w0": w0, "P0": P0, "w1": w1, "P1": P1}
+    if BACKEND == "jax":
+        import jax
+
+        inputs["rng_key"] = jax.random.PRNGKey(k)
+    program = trace_function(ffbs_function, inputs)
+    assert program.stats()["by_op"]["cholesky"] == 1, program
+    samples, log_prob = program(**inputs)
+    # funsor's posterior density at the program's draws (no RNG involved)
+    x0 = Tensor(samples["x0"], OrderedDict(particle=Bint[4]))
+    x1 = Tensor(samples["x1"], OrderedDict(particle=Bint[4]))
+    g0 = Gaussian(white_vec=w0, prec_sqrt=P0, inputs=OrderedDict(x0=Reals[2]))
+    g1 = Gaussian(
+        white_vec=w1, prec_sqrt=P1, inputs=OrderedDict(x0=Reals[2], x1=Reals[1])
+    )
+    log_z = (g0 + g1).reduce(ops.logaddexp)
+    expected = g0(x0=x0) + g1(x0=x0, x1=x1) - log_z
+    assert_matches(log_prob, expected.data, rtol=1e-4, atol=1e-4)
+
+
 JOBS = [
     compile_and_call,
     block_and_call,
     trace_and_call,
     gaussian_and_call,
     adjoint_and_call,
+    ffbs_and_call,
 ]
 
 

@@ -42,8 +42,8 @@ from ..extra_ops import take
 from .constants import constant_array
 from .gaussian_patterns import NamedGaussian, recording_draws
 
-# Beyond this many real dimensions, one dense Cholesky factorization costs
-# more than funsor's group-by-group ones.
+# The most real dimensions drawn densely: the dense factorization costs
+# O(d³), where funsor's group-by-group work grows with the number of groups.
 MAX_DIM = 128
 
 
