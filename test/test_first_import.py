@@ -109,6 +109,24 @@ def test_the_cycle_check_finds_cycles():
     assert find_cycles(graph) == [["a", "b", "c"]]
 
 
+# A script's lines (after the backend is set) defining fn: the FFBS recipe on
+# a two-variable Gaussian chain, imported by name before funsor_lowering.
+RECIPE_LINES = [
+    "from funsor.domains import Bint, Reals",
+    "from funsor.gaussian import Gaussian",
+    "from funsor.recipes import forward_filter_backward_rsample",
+    "from funsor_lowering import trace_function",
+    "def fn(w0, P0, w1, P1):",
+    "    f = {'x0': Gaussian(white_vec=w0, prec_sqrt=P0,"
+    " inputs=OrderedDict(x0=Reals[2])),",
+    "         'x1': Gaussian(white_vec=w1, prec_sqrt=P1,"
+    " inputs=OrderedDict(x0=Reals[2], x1=Reals[2]))}",
+    "    samples, log_prob = forward_filter_backward_rsample(",
+    "        f, frozenset(f), frozenset(), {'particle': Bint[3]})",
+    "    return {k: v.data for k, v in samples.items()}, log_prob.data",
+]
+
+
 @pytest.mark.skipif(BACKEND != "torch", reason="torch._dynamo is torch's")
 def test_tracing_a_gaussian_recipe_does_not_import_torch_dynamo():
     """A fresh process's first trace stays light: torch's ``meta`` kernels
@@ -120,18 +138,7 @@ def test_tracing_a_gaussian_recipe_does_not_import_torch_dynamo():
             "from collections import OrderedDict",
             "import funsor, torch",
             "funsor.set_backend('torch')",
-            "from funsor.domains import Bint, Reals",
-            "from funsor.gaussian import Gaussian",
-            "from funsor.recipes import forward_filter_backward_rsample",
-            "from funsor_lowering import trace_function",
-            "def fn(w0, P0, w1, P1):",
-            "    f = {'x0': Gaussian(white_vec=w0, prec_sqrt=P0,"
-            " inputs=OrderedDict(x0=Reals[2])),",
-            "         'x1': Gaussian(white_vec=w1, prec_sqrt=P1,"
-            " inputs=OrderedDict(x0=Reals[2], x1=Reals[2]))}",
-            "    samples, log_prob = forward_filter_backward_rsample(",
-            "        f, frozenset(f), frozenset(), {'particle': Bint[3]})",
-            "    return {k: v.data for k, v in samples.items()}, log_prob.data",
+            *RECIPE_LINES,
             "arrays = dict(w0=torch.randn(2), P0=torch.randn(2, 2),",
             "              w1=torch.randn(4), P1=torch.randn(4, 4))",
             "program = trace_function(fn, arrays)",
@@ -154,18 +161,7 @@ def test_a_recipe_imported_before_funsor_lowering_is_traced_as_one_dense_draw():
             "import numpy as np",
             "import funsor",
             "funsor.set_backend('numpy')",
-            "from funsor.domains import Bint, Reals",
-            "from funsor.gaussian import Gaussian",
-            "from funsor.recipes import forward_filter_backward_rsample",
-            "from funsor_lowering import trace_function",
-            "def fn(w0, P0, w1, P1):",
-            "    f = {'x0': Gaussian(white_vec=w0, prec_sqrt=P0,"
-            " inputs=OrderedDict(x0=Reals[2])),",
-            "         'x1': Gaussian(white_vec=w1, prec_sqrt=P1,"
-            " inputs=OrderedDict(x0=Reals[2], x1=Reals[2]))}",
-            "    samples, log_prob = forward_filter_backward_rsample(",
-            "        f, frozenset(f), frozenset(), {'particle': Bint[3]})",
-            "    return {k: v.data for k, v in samples.items()}, log_prob.data",
+            *RECIPE_LINES,
             "rng = np.random.default_rng(0)",
             "arrays = dict(w0=rng.standard_normal(2), P0=np.eye(2) * 2,",
             "              w1=rng.standard_normal(4), P1=np.eye(4) + 0.1)",
