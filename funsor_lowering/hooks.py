@@ -47,6 +47,7 @@ import funsor.interpreter
 import funsor.optimizer
 import funsor.recipes
 from funsor.adjoint import AdjointTape
+from funsor.delta import Delta
 from funsor.distribution import Distribution
 from funsor.gaussian import Gaussian, GaussianMeta
 from funsor.interpretations import eager, reflect
@@ -304,6 +305,9 @@ def _install():
         qualname = f"Gaussian.{name}"
         hook_method(qualname, Gaussian, name, "funsor.gaussian", qualname)
     hook_method("Tensor._sample", Tensor, "_sample", "funsor.tensor", "Tensor._sample")
+    hook_method(
+        "Delta.eager_subs", Delta, "eager_subs", "funsor.delta", "Delta.eager_subs"
+    )
     hook_method(
         "Tensor.eager_subs", Tensor, "eager_subs", "funsor.tensor", "Tensor.eager_subs"
     )

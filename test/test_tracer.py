@@ -360,3 +360,88 @@ def test_large_arguments_are_evaluated_on_meta_tensors():
         return ops.cat([ops.log(ops.exp(x)), y], 0).sum(0)
 
     check_traced(fn, {"x": (rows, 64), "y": (3, 64)}, three_ways=False, rtol=1e-4)
+
+
+EINSUM_SHAPES = [  # (equation, shapes, whether the rule gives the shape)
+    ("...ij,...jk->...ik", [(4, 2, 3), (3, 5)], True),
+    ("...ij,...jk->...ik", [(2, 3), (6, 3, 5)], True),
+    ("...ij,...j->...i", [(1, 2, 3), (4, 3)], True),
+    ("...i,...ij->...j", [(3,), (2, 3, 4)], True),
+    ("ab,bc->ac", [(2, 3), (3, 4)], True),
+    ("ab,ab->a", [(2, 3), (2, 3)], True),
+    ("ii->i", [(3, 3)], True),
+    ("...ij->...ji", [(2, 4, 3)], True),
+    ("...ij,...jk->...ik", [(2, 3), (2, 5)], False),  # sizes differ
+    ("...ij,...jk->...ik", [(3, 2, 3), (2, 3, 5)], False),  # batches differ
+    ("i->ii", [(3,)], False),  # a repeated output letter
+]
+
+
+@pytest.mark.parametrize("equation, shapes, by_rule", EINSUM_SHAPES)
+def test_einsum_shape_rule_agrees_with_evaluation(equation, shapes, by_rule):
+    _check_shape_rule(ops.einsum, ([_symbolic(s) for s in shapes], equation), by_rule)
+
+
+@pytest.mark.parametrize(
+    "shape, index, by_rule",
+    [
+        ((4, 3), (Ellipsis, 0), True),
+        ((4, 3), (slice(1, 3), None, slice(None, None, 2)), True),
+        ((2, 4, 3), (Ellipsis, slice(0, 2, 1), slice(2, 6, 1)), True),
+        ((2, 4, 3), (0, Ellipsis, None), True),
+        ((4,), slice(-3, None), True),
+        ((4, 3), (5,), False),  # out of range
+        ((4, 3), (0, 0, 0), False),  # too many indices
+        ((4, 3), (slice(None, None, -1),), False),  # a negative step
+    ],
+)
+def test_getslice_shape_rule_agrees_with_evaluation(shape, index, by_rule):
+    _check_shape_rule(ops.getslice, (_symbolic(shape), index), by_rule)
+
+
+def _symbolic(shape):
+    from funsor_lowering.tracing.symbolic import SymbolicArray
+
+    return SymbolicArray(tuple(shape), backend_randn(1).dtype)
+
+
+def _check_shape_rule(op, args, by_rule):
+    """Where ``by_rule``, the rule gives the shape and dtype the backend's
+    evaluation gives; else it leaves the op to evaluation (which raises
+    the backend's error where the backend refuses)."""
+    from funsor_lowering.backends import array_backend
+    from funsor_lowering.hooks import original
+    from funsor_lowering.program.codegen import bind_call
+    from funsor_lowering.tracing import abstract
+
+    backend = array_backend(funsor.get_backend())
+    rule = abstract._RULES[type(op)](bind_call(op, args, {}).arguments, backend)
+    if not by_rule:
+        assert rule is None
+        return
+    call = original("Op.__call__")
+    evaluated = backend.abstract_eval(lambda *a: call(op, *a), args, {})
+    assert (tuple(rule.shape), rule.dtype) == (
+        tuple(evaluated.shape),
+        evaluated.dtype,
+    )
+
+
+def test_a_delta_substituted_with_its_own_point_is_funsors_log_density():
+    # funsor adds log(all(point == point)): zero, or -inf where a point has
+    # a NaN; traced as four ops on the point's data
+    def fn(p, log_density):
+        inputs = OrderedDict(i=Bint[3])
+        point = Tensor(p, inputs)
+        delta = Delta("x", point, Tensor(log_density, inputs))
+        return delta(x=point).data
+
+    p, log_density = backend_randn(3, 2), backend_randn(3)
+    program = trace_function(fn, {"p": p, "log_density": log_density})
+    assert program.stats()["by_op"].get("eq") == 1, program
+    with_nan = to_numpy(p).copy()
+    with_nan[1, 0] = np.nan
+    for data in (p, from_numpy(with_nan)):
+        expected = to_numpy(fn(data, log_density))
+        assert_matches(program(p=data, log_density=log_density), expected)
+    assert np.isneginf(expected[1]) and np.isfinite(expected[[0, 2]]).all()

@@ -8,7 +8,8 @@ under ``jax.eval_shape``, numpy (and torch, for arguments up to
 whose values keep linear algebra defined
 (:func:`~funsor_lowering.backends.base.stand_in`), torch on ``meta``
 tensors above that. Random ops of backends whose draws use a global RNG
-(numpy, torch), and ``cat``, have shape rules here instead.
+(numpy, torch), and ``cat``, ``einsum`` (leading ellipses) and basic
+``getslice``, have shape rules here instead.
 
 Example::
 
@@ -22,6 +23,7 @@ Example::
     SymbolicArray(shape=(4, 3, 3), dtype=float64)
 """
 
+import numpy as np
 from funsor import ops
 
 from ..extra_ops import RANDOM_OP_TYPES, CategoricalSampleOp, RandnWithKeyOp
@@ -140,12 +142,82 @@ def _cat_shape(arguments, backend):
     return SymbolicArray(tuple(shape), first.dtype)
 
 
+def _einsum_shape(arguments, backend):
+    """Operands of one dtype and an explicit equation whose ellipses lead
+    (funsor's Gaussians write ``...ij,...jk->...ik``); ``None`` (evaluate)
+    for anything else, e.g. letters of unequal sizes, which broadcast."""
+    operands, equation = arguments["operands"], arguments["equation"]
+    if not operands or not all(isinstance(o, SymbolicArray) for o in operands):
+        return None
+    if len({o.dtype for o in operands}) != 1:
+        return None
+    inputs, arrow, output = equation.replace(" ", "").partition("->")
+    specs = inputs.split(",")
+    if not arrow or len(specs) != len(operands):
+        return None
+    if any("..." in spec[3:] for spec in specs + [output]):
+        return None  # an ellipsis that does not lead
+    sizes, batches = {}, []
+    for spec, operand in zip(specs, operands):
+        letters = spec.removeprefix("...")
+        rank = len(operand.shape) - len(letters)
+        if rank < 0 or (rank and not spec.startswith("...")):
+            return None
+        for letter, size in zip(letters, operand.shape[rank:]):
+            if sizes.setdefault(letter, size) != size:
+                return None
+        batches.append(tuple(operand.shape[:rank]))
+    try:
+        batch = np.broadcast_shapes(*batches)
+    except ValueError:
+        return None
+    letters = output.removeprefix("...")
+    if len(set(letters)) != len(letters) or not set(letters) <= set(sizes):
+        return None
+    if not all(letter.isalpha() for letter in sizes):
+        return None
+    if batch and not output.startswith("..."):
+        return None  # the ellipsis summed out
+    shape = tuple(batch) + tuple(sizes[letter] for letter in letters)
+    return SymbolicArray(shape, operands[0].dtype)
+
+
+def _getslice_shape(arguments, backend):
+    """Basic indexing (integers, slices of positive steps, ``None``,
+    ``...``): the shape numpy gives a view of no data; ``None`` (evaluate)
+    for anything else."""
+    x, index = arguments["x"], arguments["index"]
+    if not isinstance(x, SymbolicArray):
+        return None
+    parts = index if isinstance(index, tuple) else (index,)
+    for part in parts:
+        if isinstance(part, slice):
+            if not all(
+                v is None or (isinstance(v, int) and not isinstance(v, bool))
+                for v in (part.start, part.stop, part.step)
+            ) or (part.step is not None and part.step <= 0):
+                return None
+        elif not (
+            part is None
+            or part is Ellipsis
+            or (isinstance(part, int) and not isinstance(part, bool))
+        ):
+            return None
+    try:
+        view = np.broadcast_to(np.zeros((), np.int8), tuple(x.shape))[index]
+    except IndexError:
+        return None
+    return SymbolicArray(tuple(view.shape), x.dtype)
+
+
 # Ops evaluated by rule (numpy, torch): random ops, whose draws use a global
-# RNG there, and ops whose abstract evaluation is slow; a rule's ``None``
-# falls back to evaluation.
+# RNG there, and ops whose abstract evaluation is slow (torch evaluates on
+# materialized stand-ins); a rule's ``None`` falls back to evaluation.
 _RULES = {
     ops.RandnOp: _randn_shape,
     RandnWithKeyOp: _randn_shape,
     CategoricalSampleOp: _categorical_shape,
     ops.CatOp: _cat_shape,
+    ops.EinsumOp: _einsum_shape,
+    ops.GetsliceOp: _getslice_shape,
 }
