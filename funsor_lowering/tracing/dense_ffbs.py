@@ -92,9 +92,7 @@ def _dense_draws(gaussians, draws, samples, log_prob):
             if name in reals:
                 return None
             reals[name] = domain
-    if set(reals) != set(samples) or set(reals) != {
-        k for g in gaussians for k in g.reals
-    }:
+    if set(reals) != set(samples):  # (= eliminate: the factors' reals)
         return None
     batch = blocks[0][1].inputs
     results = [noise for _, noise in blocks] + list(samples.values()) + [log_prob]
@@ -106,12 +104,12 @@ def _dense_draws(gaussians, draws, samples, log_prob):
     chol = ops.cholesky(ga.precision(prec_sqrt))
     whitened = Tensor(ga.solve_tril(chol, ga.info_vec(white_vec, prec_sqrt)))
     point = ga.solve_tril(Tensor(chol), Tensor(z, batch) + whitened, transposed=True)
-    dense_samples, start = {}, 0
+    dense_samples, dim = {}, 0
     for name, domain in reals.items():
-        part = point[start : start + domain.num_elements].reshape(domain.shape)
+        part = point[dim : dim + domain.num_elements].reshape(domain.shape)
         dense_samples[name] = part.align(tuple(samples[name].inputs))
-        start += domain.num_elements
-    log_det = ops.sub(ga.log_det_tril(chol), 0.5 * start * ga.LOG_2PI)
+        dim += domain.num_elements
+    log_det = ops.sub(ga.log_det_tril(chol), 0.5 * dim * ga.LOG_2PI)
     density = ops.add(ops.mul(ga.norm2(z), -0.5), log_det)
     dense_log_prob = Tensor(density, batch).align(tuple(log_prob.inputs))
     return {k: dense_samples[k] for k in samples}, dense_log_prob
@@ -122,11 +120,10 @@ def _joint_square_root(gaussians, reals):
     concatenated, and their square roots side by side, each one's rows
     placed at its variables' rows of ``reals`` (zeros elsewhere): one
     gather from their concatenation."""
-    rows = {}
+    rows, dim = {}, 0
     for name, domain in reals.items():
-        start = sum(len(r) for r in rows.values())
-        rows[name] = np.arange(start, start + domain.num_elements)
-    dim = sum(d.num_elements for d in reals.values())
+        rows[name] = np.arange(dim, dim + domain.num_elements)
+        dim += domain.num_elements
     ranks = [g.prec_sqrt.shape[-1] for g in gaussians]
     index = np.full((dim, sum(ranks)), -1, dtype=np.int64)
     flat, position, column = [], 0, 0
