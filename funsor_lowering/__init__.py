@@ -32,6 +32,7 @@ _EXPORTS = {
     "compile_function": "funsor_lowering.api",
     "compile_funsor": "funsor_lowering.compiler",
     "compiling": "funsor_lowering.interpretations",
+    "jit": "funsor_lowering.tracing.decorator",
     "lower": "funsor_lowering.compiler",
     "trace_function": "funsor_lowering.tracing.tracer",
 }

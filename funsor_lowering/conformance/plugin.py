@@ -1,0 +1,141 @@
+"""A pytest plugin running funsor's test files with funsor's functions under
+test compiled by :func:`funsor_lowering.jit`.
+
+Use: ``pytest -p funsor_lowering.conformance.plugin --funsor-lowering=compiled
+--funsor-lowering-report=report.jsonl funsor-0.4.8/test/test_sum_product.py``.
+
+``--funsor-lowering=compiled`` replaces each entry of
+:data:`~.wrapped.WRAPPED` by ``jit(original)`` when pytest starts, before
+any test file imports it; ``eager`` leaves funsor as it is (the baseline).
+The plugin also does what funsor's repository's ``test/conftest.py`` does,
+which its source distribution leaves out: it selects the backend named by
+``FUNSOR_BACKEND`` and seeds the random generators before each test.
+
+The report has one JSON line per test: its outcome, the first line of its
+error, and how many wrapped calls compiled a program, ran a cached one, or
+ran as written (under ``lazy``, ``reflect`` ... or inside another wrapped
+call being traced).
+"""
+
+import json
+import os
+
+import funsor
+import numpy as np
+import pytest
+
+from .wrapped import targets
+
+_JITTED = []
+_COUNTED = ("compiled", "cached", "inlined")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("funsor_lowering")
+    group.addoption(
+        "--funsor-lowering",
+        choices=("eager", "compiled"),
+        default="compiled",
+        help="run funsor's functions under test eagerly or compiled by jit",
+    )
+    group.addoption(
+        "--funsor-lowering-report",
+        default=None,
+        help="write one JSON line per test to this file",
+    )
+
+
+def pytest_configure(config):
+    # what funsor's repository's test/conftest.py does (its source
+    # distribution ships the test files without it): the backend from
+    # FUNSOR_BACKEND, before the test files are imported
+    funsor.set_backend(os.environ.get("FUNSOR_BACKEND", "numpy"))
+    config._funsor_lowering_outcomes = {}
+    if config.getoption("funsor_lowering") == "compiled":
+        wrap_all()
+
+
+def pytest_runtest_setup(item):
+    # ... and each test's seeds (so both runs see the same random data)
+    np.random.seed(0)
+    if funsor.get_backend() == "torch":
+        import pyro
+
+        pyro.set_rng_seed(0)
+        pyro.enable_validation(True)
+
+
+def wrap_all():
+    """Replace every wrapped entry by ``jit(original)`` (once)."""
+    if _JITTED:
+        return
+    from funsor_lowering import jit
+
+    for owner, name, dotted in targets():
+        jitted = jit(getattr(owner, name))
+        jitted.conformance_name = dotted
+        setattr(owner, name, jitted)
+        _JITTED.append(jitted)
+
+
+def _call_counts():
+    totals = dict.fromkeys(_COUNTED, 0)
+    for jitted in _JITTED:
+        info = jitted.cache_info()
+        for key in _COUNTED:
+            totals[key] += info.get(key, 0)
+    return totals
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    before = _call_counts()
+    yield
+    after = _call_counts()
+    item._funsor_lowering_calls = {k: after[k] - before[k] for k in _COUNTED}
+
+
+def pytest_runtest_logreport(report):
+    outcomes = _outcomes_of(report)
+    if outcomes is None:
+        return
+    record = outcomes.setdefault(report.nodeid, {"outcome": "passed", "error": ""})
+    if report.outcome == "failed" and record["outcome"] != "failed":
+        record["outcome"] = "failed"
+        crash = getattr(report.longrepr, "reprcrash", None)
+        text = crash.message if crash is not None else str(report.longrepr)
+        record["error"] = (text.strip().splitlines() or [""])[0][:300]
+    elif report.outcome == "skipped" and record["outcome"] == "passed":
+        record["outcome"] = "xfailed" if hasattr(report, "wasxfail") else "skipped"
+    elif hasattr(report, "wasxfail") and report.outcome == "passed":
+        record["outcome"] = "xpassed" if report.when == "call" else record["outcome"]
+
+
+_CONFIG = []
+
+
+def _outcomes_of(report):
+    return _CONFIG[0]._funsor_lowering_outcomes if _CONFIG else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    _CONFIG[:] = [session.config]
+
+
+def pytest_runtest_teardown(item, nextitem):
+    calls = getattr(item, "_funsor_lowering_calls", None)
+    if calls is not None:
+        record = item.config._funsor_lowering_outcomes.setdefault(
+            item.nodeid, {"outcome": "passed", "error": ""}
+        )
+        record.update(calls)
+
+
+def pytest_sessionfinish(session):
+    path = session.config.getoption("funsor_lowering_report")
+    if not path:
+        return
+    with open(path, "w") as out:
+        for nodeid, record in session.config._funsor_lowering_outcomes.items():
+            out.write(json.dumps({"test": nodeid, **record}) + "\n")

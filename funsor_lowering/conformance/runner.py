@@ -1,0 +1,214 @@
+"""``python -m funsor_lowering conformance``: funsor's own test suite, from
+its source distribution, run eagerly and with the functions under test
+compiled (:mod:`.plugin`), on each backend; writes the table of
+``docs/conformance.md`` and, with ``--check``, fails where a test that
+passes eagerly fails compiled and is not a named exclusion
+(:data:`.exclusions.EXCLUDED`).
+
+The source distribution is fetched from the package index with pip (the
+version of the installed funsor) into a cache folder; nothing of funsor's
+is kept in this repository.
+"""
+
+import argparse
+import fnmatch
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections import Counter
+
+import funsor
+
+from .exclusions import EXCLUDED
+
+BACKENDS = ("numpy", "torch", "jax")
+MODES = ("eager", "compiled")
+DEFAULT_CACHE = pathlib.Path(tempfile.gettempdir()) / "funsor_lowering_conformance"
+
+
+def funsor_tests(cache=DEFAULT_CACHE, version=funsor.__version__):
+    """The folder of funsor ``version``'s test files, from its source
+    distribution (downloaded once into ``cache``)."""
+    root = pathlib.Path(cache) / f"funsor-{version}"
+    tests = root / "test"
+    if tests.is_dir():
+        return tests
+    cache = pathlib.Path(cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    archive = cache / f"funsor-{version}.tar.gz"
+    if not archive.exists():
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
+        command += ["--no-binary", ":all:", "--dest", str(cache)]
+        subprocess.run(command + [f"funsor=={version}"], check=True)
+    with tarfile.open(archive) as tar:
+        members = [
+            m for m in tar.getmembers() if m.name.startswith(f"funsor-{version}/test/")
+        ]
+        tar.extractall(cache, members=members, filter="data")
+    return tests
+
+
+def run_suite(tests, backend, mode, files=None, report=None, timeout=3600):
+    """Run funsor's test files (all, or ``files``) on ``backend``, eagerly
+    or compiled, in a fresh pytest process; ``{test id: record}``."""
+    report = report or tempfile.mktemp(suffix=f"-{backend}-{mode}.jsonl")
+    targets = [str(tests / f) for f in files] if files else [str(tests)]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly"]
+    command += ["-p", "no:cacheprovider", "-p", "funsor_lowering.conformance.plugin"]
+    command += [f"--funsor-lowering={mode}", f"--funsor-lowering-report={report}"]
+    command += ["--rootdir", str(tests.parent), *targets]
+    env = dict(os.environ, FUNSOR_BACKEND=backend)
+    env.pop("CI", None)  # funsor skips its slow jax tests on CI: run them all
+    started = time.perf_counter()
+    subprocess.run(
+        command, cwd=tests.parent, env=env, timeout=timeout, capture_output=True
+    )
+    seconds = time.perf_counter() - started
+    records = {}
+    if os.path.exists(report):
+        with open(report) as lines:
+            for line in lines:
+                record = json.loads(line)
+                records[record.pop("test")] = record
+        os.remove(report)
+    return records, seconds
+
+
+def excluded(test, backend):
+    """The reason ``test`` is excluded on ``backend``, or ``None``."""
+    for pattern, (backends, reason) in EXCLUDED.items():
+        if backend in backends and fnmatch.fnmatchcase(test, pattern):
+            return reason
+    return None
+
+
+def compare(eager, compiled, backend):
+    """Per test file: counts; and the regressions (passed eagerly, not
+    compiled), split into excluded and unexpected ones."""
+    files = {}
+    regressions, unexpected, stale = [], [], []
+    for test, record in eager.items():
+        name = test.split("::")[0].rsplit("/", 1)[-1]
+        row = files.setdefault(name, Counter())
+        row["tests"] += 1
+        other = compiled.get(test, {"outcome": "missing", "error": ""})
+        passed_eagerly = record["outcome"] in ("passed", "xpassed")
+        passed = other["outcome"] in ("passed", "xpassed")
+        row["eager"] += passed_eagerly
+        row["compiled"] += passed_eagerly and passed
+        row["ran compiled"] += (
+            passed and other.get("compiled", 0) + other.get("cached", 0) > 0
+        )
+        reason = excluded(test, backend)
+        if passed_eagerly and not passed:
+            row["excluded" if reason else "unexpected"] += 1
+            (regressions if reason else unexpected).append((test, other["error"]))
+        elif reason and passed_eagerly:
+            stale.append(test)
+    return files, regressions, unexpected, stale
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m funsor_lowering conformance")
+    parser.add_argument("--backend", nargs="+", choices=BACKENDS, default=BACKENDS)
+    parser.add_argument("--files", nargs="*", help="test files (default: all)")
+    parser.add_argument("--cache", default=str(DEFAULT_CACHE))
+    parser.add_argument(
+        "--write", metavar="PATH", help="write the markdown table (docs/conformance.md)"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if a test passing eagerly fails compiled, unexcluded",
+    )
+    args = parser.parse_args(argv)
+    tests = funsor_tests(args.cache)
+    results = {}
+    failed = False
+    for backend in args.backend:
+        eager, eager_s = run_suite(tests, backend, "eager", args.files)
+        compiled, compiled_s = run_suite(tests, backend, "compiled", args.files)
+        files, regressions, unexpected, stale = compare(eager, compiled, backend)
+        results[backend] = (files, regressions, unexpected, eager_s, compiled_s)
+        total = sum(files.values(), Counter())
+        print(
+            f"{backend}: {total['tests']} tests, {total['eager']} pass eagerly, "
+            f"{total['compiled']} of them compiled ({total['excluded']} excluded, "
+            f"{total['unexpected']} unexpected failures); "
+            f"{eager_s:.0f} s eager, {compiled_s:.0f} s compiled",
+            flush=True,
+        )
+        for test, error in unexpected:
+            print(f"  UNEXPECTED {test}: {error}")
+        for test in stale:
+            print(f"  passes now, remove its exclusion: {test}")
+        failed = failed or bool(unexpected) or not eager
+    if args.write:
+        pathlib.Path(args.write).write_text(markdown(results, funsor.__version__))
+    return 1 if args.check and failed else 0
+
+
+def markdown(results, version):
+    """``docs/conformance.md``: a table per backend, then the exclusions."""
+    lines = [
+        "# Conformance: funsor's own test suite, compiled",
+        "",
+        f"funsor {version}'s test files, from its source distribution, run by",
+        "`python -m funsor_lowering conformance` twice per backend: eagerly, and",
+        "with funsor's functions under test wrapped by `funsor_lowering.jit`",
+        "(the list: `funsor_lowering/conformance/wrapped.py`). Columns:",
+        "",
+        "- *tests*: collected; *eager*: passed eagerly (xfail and skip excluded);",
+        "- *compiled*: of those, passed with the wrapped functions compiled;",
+        "- *ran compiled*: passed with at least one wrapped call running a",
+        "  compiled program (other tests call no wrapped function, or call them",
+        "  under `lazy` / `reflect` / `moment_matching`, where `jit` runs them",
+        "  as written);",
+        "- *excluded*: fail compiled, named with a reason below.",
+        "",
+    ]
+    header = (
+        "| file | tests | eager | compiled | ran compiled | excluded | unexpected |"
+    )
+    for backend, result in results.items():
+        files, regressions, unexpected, eager_s, compiled_s = result
+        lines += [
+            f"## {backend}",
+            "",
+            f"Eager run {eager_s:.0f} s, compiled run {compiled_s:.0f} s.",
+            "",
+            header,
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        total = Counter()
+        for name in sorted(files):
+            row = files[name]
+            total += row
+            lines.append(_row(name, row))
+        lines.append(_row("**total**", total))
+        lines.append("")
+        if regressions or unexpected:
+            lines += ["Failing compiled:", ""]
+            for test, error in regressions + unexpected:
+                lines.append(f"- `{test}`: {error[:160]}")
+            lines.append("")
+    lines += ["## Exclusions", ""]
+    if not EXCLUDED:
+        lines.append("None.")
+    for pattern, (backends, reason) in EXCLUDED.items():
+        lines.append(f"- `{pattern}` ({', '.join(backends)}): {reason}")
+    return "\n".join(lines) + "\n"
+
+
+def _row(name, row):
+    columns = ("tests", "eager", "compiled", "ran compiled", "excluded", "unexpected")
+    return f"| {name} | " + " | ".join(str(row[c]) for c in columns) + " |"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

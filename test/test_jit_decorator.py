@@ -1,0 +1,283 @@
+"""``funsor_lowering.jit`` as a user runs existing funsor code with it:
+results, ``.inputs`` and layout equal eager funsor's on the same data;
+compiled once per signature; static arguments; errors; threads; gradients.
+Reference: the undecorated function, run by eager funsor."""
+
+import threading
+from collections import OrderedDict
+from functools import partial
+
+import funsor
+import numpy as np
+import pytest
+from funsor import ops
+from funsor.domains import Bint, Real, Reals
+from funsor.gaussian import Gaussian
+from funsor.interpretations import lazy
+from funsor.sum_product import (
+    MarkovProduct,
+    modified_partial_sum_product,
+    sarkka_bilmes_product,
+    sequential_sum_product,
+    sum_product,
+)
+from funsor.tensor import Tensor
+from funsor.terms import Funsor, Variable
+from funsor.testing import random_gaussian, random_tensor
+
+from funsor_lowering import OpProgram, jit
+from funsor_lowering.tracing.concretization import ConcretizationError
+
+from .helpers import assert_matches, call_in_threads, from_numpy, to_numpy
+
+BACKEND = funsor.get_backend()
+
+
+def assert_same_funsor(actual, expected, rtol=1e-5, atol=1e-6):
+    """Same type, ``.inputs`` (in order), ``.output`` and close data."""
+    assert type(actual) is type(expected), (type(actual), type(expected))
+    assert list(actual.inputs.items()) == list(expected.inputs.items())
+    assert actual.output == expected.output
+    if isinstance(expected, Tensor):
+        assert_matches(actual.data, expected.data, rtol, atol)
+    elif isinstance(expected, Gaussian):
+        # the same distribution: compare densities at random points
+        point = {
+            k: Tensor(from_numpy(np.random.randn(*d.shape)))
+            for k, d in expected.inputs.items()
+            if d.dtype == "real"
+        }
+        assert_matches(actual(**point).data, expected(**point).data, rtol, atol)
+
+
+def hmm(init, trans, time_var):
+    """An HMM's marginal: a Markov chain over ``time`` with funsor's
+    ``_PREV_`` naming (as funsor's own sarkka_bilmes tests name it)."""
+    chain = sarkka_bilmes_product(ops.logaddexp, ops.add, trans, time_var, frozenset())
+    return (init + chain).reduce(ops.logaddexp)
+
+
+def test_equals_eager_and_compiles_once_per_signature():
+    calls = []
+
+    def model(factors, eliminate, plates):
+        calls.append(1)
+        return sum_product(ops.logaddexp, ops.add, factors, eliminate, plates)
+
+    jitted = jit(model)
+    inputs = [OrderedDict(a=Bint[2]), OrderedDict(a=Bint[2], i=Bint[3], b=Bint[4])]
+    eliminate, plates = frozenset("ab"), frozenset("i")
+    for _ in range(3):
+        factors = [random_tensor(i) for i in inputs]
+        actual = jitted(factors, eliminate, plates)
+        assert_same_funsor(actual, model(factors, eliminate, plates))
+    # traced once; the later calls ran the program, not the function
+    assert len(calls) == 1 + 3
+    assert jitted.cache_info() == {"signatures": 1, "compiled": 1, "cached": 2}
+
+
+def test_sarkka_bilmes_with_prev_lags():
+    duration = 5
+    trans = random_tensor(
+        OrderedDict(time=Bint[duration], a=Bint[3], b=Bint[2], _PREV_b=Bint[2])
+    )
+    init = random_tensor(OrderedDict(b=Bint[2], _PREV_b=Bint[2]))
+    time_var = Variable("time", Bint[duration])
+    expected = hmm(init, trans, time_var)
+    assert_same_funsor(jit(hmm)(init, trans, time_var), expected)
+
+
+@pytest.mark.parametrize(
+    "impl",
+    [sequential_sum_product, MarkovProduct, partial(sequential_sum_product)],
+    ids=["sequential", "MarkovProduct", "partial"],
+)
+@pytest.mark.parametrize("state", [Bint[3], Real], ids=["discrete", "gaussian"])
+def test_sequential_with_batch_inputs(impl, state):
+    inputs = OrderedDict(foo=Bint[2], time=Bint[4], prev=state, curr=state)
+    trans = random_gaussian(inputs) if state.dtype == "real" else random_tensor(inputs)
+    args = (ops.logaddexp, ops.add, trans, Variable("time", Bint[4]), {"prev": "curr"})
+    assert_same_funsor(jit(impl)(*args), impl(*args), rtol=1e-4, atol=1e-4)
+
+
+def test_modified_partial_sum_product_returns_lists():
+    factors = [
+        random_tensor(OrderedDict(time=Bint[3], x_prev=Bint[2], x_curr=Bint[2])),
+        random_tensor(OrderedDict(time=Bint[3], x_curr=Bint[2], i=Bint[2])),
+    ]
+    args = (ops.logaddexp, ops.add, factors, frozenset({"time", "x_prev", "x_curr"}))
+    plates = {"time": {"x_prev": "x_curr"}, "i": {}}
+    actual, expected = jit(modified_partial_sum_product)(*args, plates), None
+    expected = modified_partial_sum_product(*args, plates)
+    assert type(actual) is type(expected) and len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        assert_same_funsor(a, e)
+
+
+def test_arrays_numbers_and_nestings():
+    def fn(x, scale, parts):
+        y = ops.exp(x) * scale
+        return {"y": y, "pair": (parts["a"] + y, [ops.sum(y, 0), 3]), "scale": scale}
+
+    x, a = from_numpy(np.random.randn(3)), from_numpy(np.random.randn(3))
+    actual = jit(fn)(x, 2.0, {"a": a})
+    expected = fn(x, 2.0, {"a": a})
+    assert actual["scale"] == 2.0 and actual["pair"][1][1] == 3
+    assert_matches(actual["y"], expected["y"])
+    assert_matches(actual["pair"][0], expected["pair"][0])
+    assert_matches(actual["pair"][1][0], expected["pair"][1][0])
+
+
+def test_gaussian_in_and_out():
+    def marginal(g):
+        return g.reduce(ops.logaddexp, "x")
+
+    g = random_gaussian(OrderedDict(i=Bint[2], x=Reals[2], y=Real))
+    assert_same_funsor(jit(marginal)(g), marginal(g), rtol=1e-4, atol=1e-4)
+
+
+def test_signature_changes_recompile():
+    jitted = jit(lambda t, k: (t * k).reduce(ops.add, "i"))
+    t3 = random_tensor(OrderedDict(i=Bint[3]))
+    t4 = random_tensor(OrderedDict(i=Bint[4]))
+    tj = random_tensor(OrderedDict(j=Bint[2], i=Bint[3]))
+    for t, k in [(t3, 2.0), (t3, 2.0), (t4, 2.0), (t3, 3.0), (tj, 2.0), (t3, 2)]:
+        expected = (t * k).reduce(ops.add, "i")
+        assert_same_funsor(jitted(t, k), expected)
+    # shapes, static values (2.0, 3.0 and 2 differ) and inputs are signatures
+    assert jitted.cache_info()["signatures"] == 5
+
+
+def test_dtype_is_part_of_the_signature():
+    jitted = jit(lambda x: ops.exp(x).sum())
+    dtypes = set()
+    for dtype in ["float32", "float64", "float32"]:
+        x = from_numpy(np.random.randn(3).astype(dtype))  # jax may keep float32
+        actual = jitted(x)
+        assert actual.dtype == x.dtype
+        assert_matches(actual, ops.exp(x).sum(), rtol=1e-5)
+        dtypes.add(str(x.dtype))
+    assert jitted.cache_info()["signatures"] == len(dtypes)
+
+
+def test_static_argnums_and_argnames():
+    def power(x, n, *, axis):
+        return ops.sum(x**n, axis)
+
+    x = from_numpy(np.random.rand(2, 3))
+    n = from_numpy(np.array(2.0))
+    jitted = jit(power, static_argnums=1, static_argnames="axis")
+    with pytest.raises(TypeError, match="static argument 1 of power is an array"):
+        jitted(x, n, axis=0)  # arrays are not static, as in jax
+    with pytest.raises(TypeError, match="static argument 'axis' .* unhashable type"):
+        jitted(x, 2, axis=[0])
+    assert_matches(jitted(x, 3, axis=1), power(x, 3, axis=1))
+    with pytest.raises(
+        TypeError, match=r"argument 0\['k'\] of <lambda> of type bytearray is neither"
+    ):
+        jit(lambda d: d)({"k": bytearray(b"x")})
+
+
+def test_bounded_cache():
+    jitted = jit(lambda x: ops.exp(x), max_signatures=2)
+    for n in [1, 2, 3, 1]:
+        jitted(from_numpy(np.zeros(n)))
+    assert jitted.cache_info() == {"signatures": 2, "compiled": 4}
+
+
+def test_program_prints():
+    trans = random_tensor(OrderedDict(time=Bint[4], b=Bint[2], _PREV_b=Bint[2]))
+    init = random_tensor(OrderedDict(b=Bint[2], _PREV_b=Bint[2]))
+    program = jit(hmm).program(init, trans, Variable("time", Bint[4]))
+    assert isinstance(program, OpProgram)
+    listing = str(program)
+    assert listing.startswith("OpProgram(init_data: real[2,2], trans_data: real[4,2,2]")
+    assert "logsumexp" in listing
+
+
+def test_branch_on_traced_value_names_the_line():
+    def fn(t):
+        if t.data.sum() > 0:  # a Python branch on a traced value
+            return t
+        return -t
+
+    with pytest.raises(ConcretizationError, match=r"test_jit_decorator\.py:\d+"):
+        jit(fn)(random_tensor(OrderedDict(i=Bint[2])))
+
+
+def test_other_interpretations_run_as_written():
+    jitted = jit(lambda t: t.reduce(ops.logaddexp, "i"))
+    t = random_tensor(OrderedDict(i=Bint[2]))
+    with lazy:
+        result = jitted(t)
+    assert isinstance(result, Funsor) and not isinstance(result, Tensor)
+    assert jitted.cache_info() == {"signatures": 0, "inlined": 1}
+
+
+def test_threads():
+    jitted = jit(hmm)
+    errors_seen = []
+
+    def run(k):
+        duration = 2 + k % 4
+        trans = random_tensor(
+            OrderedDict(time=Bint[duration], b=Bint[2], _PREV_b=Bint[2])
+        )
+        init = random_tensor(OrderedDict(b=Bint[2], _PREV_b=Bint[2]))
+        time_var = Variable("time", Bint[duration])
+        for _ in range(3):
+            actual = jitted(init, trans, time_var)
+            with lock:  # eager funsor, one thread at a time for the reference
+                expected = hmm(init, trans, time_var)
+            try:
+                assert_same_funsor(actual, expected)
+            except AssertionError as error:
+                errors_seen.append(error)
+
+    lock = threading.Lock()
+    assert call_in_threads(run, 8) == [] and errors_seen == []
+    assert jitted.cache_info()["signatures"] == 4
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch autograd")
+def test_torch_gradients_equal_eager():
+    import torch
+
+    def loss(trans, init):
+        t = Tensor(trans, OrderedDict(time=Bint[4], b=Bint[3], _PREV_b=Bint[3]))
+        i = Tensor(init, OrderedDict(b=Bint[3], _PREV_b=Bint[3]))
+        return hmm(i, t, Variable("time", Bint[4])).data
+
+    def grads(fn):
+        torch.manual_seed(0)
+        trans = torch.randn(4, 3, 3, requires_grad=True)
+        init = torch.randn(3, 3, requires_grad=True)
+        fn(trans, init).backward()
+        return trans.grad, init.grad
+
+    for actual, expected in zip(grads(jit(loss)), grads(loss)):
+        assert_matches(actual, expected)
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.grad")
+def test_jax_grad_equals_eager():
+    import jax
+
+    def loss(trans):
+        t = Tensor(trans, OrderedDict(time=Bint[4], b=Bint[3], _PREV_b=Bint[3]))
+        init = Tensor(jax.numpy.zeros((3, 3)), OrderedDict(b=Bint[3], _PREV_b=Bint[3]))
+        return hmm(init, t, Variable("time", Bint[4])).data
+
+    trans = jax.numpy.asarray(np.random.randn(4, 3, 3))
+    jitted = jit(loss)
+    actual = jax.grad(lambda x: jitted(x))(trans)
+    expected = jax.grad(loss)(trans)
+    assert_matches(actual, expected)
+    assert_matches(jax.jit(jitted)(trans), loss(trans))
+
+
+def test_identity_function():
+    jitted = jit(lambda t: t)
+    t = random_tensor(OrderedDict(i=Bint[2]))
+    result = jitted(t)
+    assert to_numpy(result.data).tolist() == to_numpy(t.data).tolist()
