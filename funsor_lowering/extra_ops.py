@@ -317,6 +317,62 @@ def find_domain_categorical_sample(op, domains):
     return Array[logits.shape[-1], shape]
 
 
+@ops.FinitaryOp.make(module_name="funsor_lowering.extra_ops")
+def scatter_indexed(parts, layout=(), accumulate=False):
+    """``ops.scatter(destin, indices, source)`` (``ops.scatter_add`` where
+    ``accumulate``) with the index arrays as operands, so that a trace
+    records them: ``parts`` is ``(destin, source, *index_arrays)``;
+    ``layout`` gives each position of ``indices``: ``"array"`` (the next
+    index array), ``None``, or ``("slice", start, stop, step)``.
+
+    >>> scatter_indexed((np.zeros(3), np.ones(2), np.array([0, 2])), ("array",))
+    array([1., 0., 1.])
+    """
+    destin, source, *arrays = parts
+    arrays = iter(arrays)
+    indices = tuple(
+        next(arrays)
+        if item == "array"
+        else slice(*item[1:])
+        if isinstance(item, tuple)
+        else item
+        for item in layout
+    )
+    return (ops.scatter_add if accumulate else ops.scatter)(destin, indices, source)
+
+
+ScatterIndexedOp = type(scatter_indexed)
+
+
+@find_domain.register(ScatterIndexedOp)
+def find_domain_scatter_indexed(op, domains):
+    return domains[0]
+
+
+def flat_scatter(op, args, kwargs, is_array):
+    """``(scatter_indexed op, parts)`` for a call of ``ops.scatter`` or
+    ``ops.scatter_add`` whose index tuple holds arrays, else ``None``."""
+    if kwargs or len(args) != 3 or not isinstance(args[1], tuple):
+        return None
+    destin, indices, source = args
+    if not any(is_array(i) for i in indices):
+        return None
+    layout, arrays = [], []
+    for item in indices:
+        if is_array(item):
+            layout.append("array")
+            arrays.append(item)
+        elif isinstance(item, slice):
+            layout.append(("slice", item.start, item.stop, item.step))
+        elif item is None or isinstance(item, int):
+            layout.append(item)
+        else:
+            return None
+    accumulate = isinstance(op, ops.ScatterAddOp)
+    flat_op = ScatterIndexedOp(layout=tuple(layout), accumulate=accumulate)
+    return flat_op, (destin, source, *arrays)
+
+
 def getslice_op(index):
     """``ops.GetsliceOp(index=index)``, a one-item tuple index written as
     its item. funsor caches getslice ops by ``(index,)``, so ``x[(1,)]``

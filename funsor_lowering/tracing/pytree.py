@@ -199,7 +199,8 @@ class _Unflattener:
             return term
         if kind == "dict":
             _, cls, factory, keys, values = structure
-            items = [(self(key), self(value)) for key, value in zip(keys, values)]
+            # keys, then values: the order flatten numbered their terms in
+            items = list(zip([self(k) for k in keys], [self(v) for v in values]))
             if factory is not None:
                 return cls(factory, items)
             return dict(items) if cls is dict else cls(items)

@@ -57,6 +57,7 @@ from ..extra_ops import (
     RandnWithKeyOp,
     TupleItemOp,
     categorical_sample,
+    flat_scatter,
 )
 from ..gc_pause import gc_paused
 from ..layout import align, union_batch
@@ -161,6 +162,10 @@ class OpRecorder:
             symbolic = has_symbolic(args) or has_symbolic(tuple(kwargs.values()))
             if symbolic_only and not symbolic:
                 return original(op, *args, **kwargs)
+            if isinstance(op, (ops.ScatterOp, ops.ScatterAddOp)):
+                flat = flat_scatter(op, args, kwargs, recorder._is_array)
+                if flat is not None:  # index arrays as operands
+                    op, args = flat[0], (flat[1],)
             if isinstance(op, ops.RandnOp) and get_backend() == "jax":
                 args, kwargs = _with_draw_key(op, args, kwargs)
             recorder._depth += 1
