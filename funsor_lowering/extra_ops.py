@@ -181,6 +181,7 @@ def find_domain_triangular_solve_vectors(op, x, y):
 
 __all__ = [
     "RANDOM_OP_TYPES",
+    "backend_distribution",
     "CategoricalSampleOp",
     "DistributionLogProbOp",
     "DistributionSampleOp",
@@ -209,9 +210,12 @@ __all__ = [
 ]
 
 
-def _backend_distribution(dist_class, names, params, event_rank):
+def backend_distribution(dist_class, names, params, event_rank, validate=None):
+    """The backend distribution ``dist_class(**dict(zip(names, params)))``
+    with ``event_rank`` event dims; its arguments unvalidated where
+    ``validate`` is false."""
     kwargs = dict(zip(names, params))
-    if any(getattr(p, "is_meta", False) for p in params):
+    if validate is False or any(getattr(p, "is_meta", False) for p in params):
         # shape inference on torch's meta tensors (symbolic tracing): no
         # values to validate
         kwargs["validate_args"] = False
@@ -226,7 +230,7 @@ def distribution_log_prob(args, dist_class=None, names=(), event_rank=0):
     the distribution's event made ``event_rank`` dims (``to_event``), as
     funsor's ``to_data`` of a distribution builds it."""
     *params, value = args
-    return _backend_distribution(dist_class, names, params, event_rank).log_prob(value)
+    return backend_distribution(dist_class, names, params, event_rank).log_prob(value)
 
 
 DistributionLogProbOp = type(distribution_log_prob)
@@ -250,7 +254,7 @@ def distribution_sample(
     ``keyed``, as jax needs): ``rsample`` where the distribution has it, else
     ``sample`` (detached). A random op: never folded."""
     params, key = (args[:-1], args[-1]) if keyed else (args, None)
-    dist = _backend_distribution(dist_class, names, params, event_rank)
+    dist = backend_distribution(dist_class, names, params, event_rank)
     draw_args = (key, sample_shape) if keyed else (sample_shape,)
     if dist.has_rsample:
         return dist.rsample(*draw_args)

@@ -151,19 +151,47 @@ def test_random_ops_are_live():
     assert any(isinstance(o.op, RANDOM_OPS) for o in program.operations)
 
 
-def test_arrays_computed_outside_ops_are_refused_unless_allowed():
+def test_arrays_that_depend_on_no_input_are_constants_unless_strict():
     scale = backend_randn(3)
 
     def fn(x):
         y = scale * 2  # the backend's operator on a constant: not recorded
         return ops.exp(ops.mul(x, y))
 
-    with pytest.raises(UntracedValueError, match=r"shape \(3,\).*outside recorded"):
-        trace_function(fn, {"x": backend_randn(3)})
-    program = trace_function(fn, {"x": backend_randn(3)}, allow_constants=True)
-    assert program.constants  # embedded, as asked
+    program = trace_function(fn, {"x": backend_randn(3)})
+    assert program.constants  # embedded by default, as jax.jit does
     x = backend_randn(3)
     assert_matches(program(x=x), fn(x))
+    with pytest.raises(UntracedValueError, match=r"shape \(3,\).*outside recorded"):
+        trace_function(fn, {"x": backend_randn(3)}, allow_constants=False)
+
+
+def test_a_backend_literal_is_a_constant():
+    # e.g. ``torch.tensor(0.5)`` written in the traced function
+    def fn(x):
+        half = from_numpy(np.array(0.5))
+        return ops.mul(x, half)
+
+    program = trace_function(fn, {"x": backend_randn(3)})
+    x = backend_randn(3)
+    assert_matches(program(x=x), fn(x))
+    with pytest.raises(UntracedValueError, match=r"shape \(\)"):
+        trace_function(fn, {"x": backend_randn(3)}, allow_constants=False)
+
+
+def test_a_large_constant_is_held_once_not_copied_per_call():
+    big = backend_randn(1024, 512)  # 2 MiB in float32, 4 MiB in float64
+
+    def fn(x):
+        return ops.add(ops.matmul(x, big), 1.0)
+
+    program = trace_function(fn, {"x": backend_randn(2, 1024)})
+    assert any(c is big for c in program.constants)  # by reference
+    held = sum(getattr(c, "nbytes", 0) for c in program.constants)
+    assert held < 2 * big.nbytes  # once
+    x = backend_randn(2, 1024)
+    assert_matches(program(x=x), fn(x), rtol=1e-5)
+    assert any(c is big for c in program.constants)  # still the same array
 
 
 def test_python_operators_on_traced_values_are_recorded():

@@ -15,8 +15,13 @@ def parameter_operands(term, params, batch):
     """The distribution's lowered parameters laid out as the backend
     distribution takes them: batch axes (``batch``) first, singleton
     independent dims added between the batch and event dims."""
-    domains = {k: v.output for k, v in term.params.items()}
-    indep_shape, _ = infer_shapes(term.dist_class, domains)
+    if type(term).__name__ == "Delta":
+        # funsor's Delta distribution converts to data by its own rule
+        # (``event_dim`` from ``v``'s shape): no independent dims to add
+        indep_shape = ()
+    else:
+        domains = {k: v.output for k, v in term.params.items()}
+        indep_shape, _ = infer_shapes(term.dist_class, domains)
     names = tuple(term._ast_fields[:-1])
     exprs = []
     for name, param, raw in zip(names, params, term._ast_values[:-1]):

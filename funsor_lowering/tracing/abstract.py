@@ -26,7 +26,14 @@ Example::
 import numpy as np
 from funsor import ops
 
-from ..extra_ops import RANDOM_OP_TYPES, CategoricalSampleOp, RandnWithKeyOp
+from ..extra_ops import (
+    RANDOM_OP_TYPES,
+    CategoricalSampleOp,
+    DistributionLogProbOp,
+    DistributionSampleOp,
+    RandnWithKeyOp,
+    backend_distribution,
+)
 from ..program.codegen import bind_call
 from ..structure import call_signature
 from .symbolic import SymbolicArray
@@ -117,6 +124,65 @@ def _categorical_shape(arguments, backend):
     logits = arguments["args"][0]
     shape = tuple(arguments["sample_shape"]) + tuple(logits.shape[:-1])
     return SymbolicArray(shape, backend.int_dtype)
+
+
+def _unvalidated_distribution(arguments, params, backend):
+    """The backend distribution of a distribution op, built on stand-ins
+    of its (symbolic) parameters without validating them: stand-ins hold
+    no meaningful values."""
+    params = tuple(
+        backend.stand_in_for(a) if isinstance(a, SymbolicArray) else a for a in params
+    )
+    return backend_distribution(
+        arguments["dist_class"],
+        arguments["names"],
+        params,
+        arguments["event_rank"],
+        validate=False,
+    )
+
+
+def _distribution_log_prob_shape(arguments, backend):
+    """The log density of a stand-in value under the unvalidated
+    distribution of stand-in parameters; ``None`` (evaluate) if it fails."""
+    *params, value = arguments["args"]
+    if isinstance(value, SymbolicArray):
+        value = backend.stand_in_for(value)
+    try:
+        dist = _unvalidated_distribution(arguments, params, backend)
+        with np.errstate(all="ignore"):
+            return backend.as_symbolic(dist.log_prob(value))
+    except Exception:  # noqa: BLE001 - no rule: evaluation reports
+        return None
+
+
+def _distribution_sample_shape(arguments, backend):
+    """``sample_shape + batch_shape + event_shape`` of the distribution
+    built on stand-ins of its parameters (unvalidated: stand-ins hold no
+    meaningful values); the dtype of one draw from it, taken with the
+    backend's global random state restored afterwards (the caller's draws
+    are unchanged). ``None`` (evaluate) if the stand-ins cannot be drawn
+    from."""
+    if arguments["keyed"]:
+        return None
+    try:
+        dist = _unvalidated_distribution(arguments, arguments["args"], backend)
+        with backend.preserved_random_state():
+            try:
+                draw = dist.sample()
+            except Exception:  # noqa: BLE001 - e.g. a zero total count
+                ones = tuple(
+                    backend.from_stand_in(np.ones(a.shape, backend.numpy_dtype(a.dtype)))
+                    if isinstance(a, SymbolicArray)
+                    else a
+                    for a in arguments["args"]
+                )
+                draw = _unvalidated_distribution(arguments, ones, backend).sample()
+    except Exception:  # noqa: BLE001 - no rule: evaluation reports
+        return None
+    shape = tuple(arguments["sample_shape"]) + tuple(dist.batch_shape)
+    shape += tuple(dist.event_shape)
+    return SymbolicArray(shape, backend.as_symbolic(draw).dtype)
 
 
 def _cat_shape(arguments, backend):
@@ -217,6 +283,8 @@ _RULES = {
     ops.RandnOp: _randn_shape,
     RandnWithKeyOp: _randn_shape,
     CategoricalSampleOp: _categorical_shape,
+    DistributionSampleOp: _distribution_sample_shape,
+    DistributionLogProbOp: _distribution_log_prob_shape,
     ops.CatOp: _cat_shape,
     ops.EinsumOp: _einsum_shape,
     ops.GetsliceOp: _getslice_shape,

@@ -14,9 +14,12 @@ Two things make the capture complete:
   backend string, ``.data`` indexing and reshaping).
 
 A branch, conversion or backend call on a symbolic array raises
-:class:`~.concretization.ConcretizationError`. An output that depends on a
-constant array computed outside recorded ops raises an error naming it,
-unless ``allow_constants=True`` makes it a constant.
+:class:`~.concretization.ConcretizationError`. An array that depends on no
+input (a literal such as ``torch.tensor(0.5)``, or one computed outside
+recorded ops from such arrays) is a constant: embedded in the program once,
+by reference (never copied per call), as ``jax.jit`` and ``torch.fx`` embed
+them. The strict mode ``allow_constants=False`` refuses them instead, with
+an error naming the array.
 Random ops (``ops.randn``) are recorded as operations, never as constants.
 
 Example::
@@ -558,7 +561,7 @@ def tracing_hooks(backend):
     )
 
 
-def trace_function(fn, kwargs, *, allow_constants=False):
+def trace_function(fn, kwargs, *, allow_constants=True):
     """Trace ``fn(**kwargs)`` into an :class:`OpProgram` taking and returning
     the same nesting (of tuples, lists and dicts). ``fn`` runs once, on
     symbolic arrays of the given arrays' shapes and dtypes (their values
@@ -566,8 +569,10 @@ def trace_function(fn, kwargs, *, allow_constants=False):
     them raises :class:`~.concretization.ConcretizationError`.
 
     :param dict kwargs: name -> backend array, or nesting of arrays.
-    :param bool allow_constants: embed arrays that no recorded op produced
-        (computed outside ``funsor.ops``) as constants instead of raising.
+    :param bool allow_constants: embed arrays that depend on no input
+        (literals, arrays computed outside ``funsor.ops``) as constants
+        (the default); ``False`` is the strict mode, which raises
+        :class:`UntracedValueError` naming such an array instead.
     """
     if not isinstance(kwargs, dict):
         raise TypeError(f"trace_function expects a dict of inputs, got {kwargs!r}")
@@ -694,6 +699,7 @@ def _untraced(value, where):
     return UntracedValueError(
         f"{where} depends on an array (shape {shape}, dtype {dtype}) that was "
         f"computed outside recorded funsor.ops (e.g. by a backend call on "
-        f"arrays); compute it with funsor.ops, or pass allow_constants=True to "
-        f"embed it as a constant"
+        f"arrays), which the strict mode allow_constants=False refuses; compute "
+        f"it with funsor.ops from the inputs, or drop allow_constants=False "
+        f"to embed it as a constant"
     )
