@@ -172,9 +172,7 @@ def _distribution_sample_shape(arguments, backend):
                 draw = dist.sample()
             except Exception:  # noqa: BLE001 - e.g. a zero total count
                 ones = tuple(
-                    backend.from_stand_in(np.ones(a.shape, backend.numpy_dtype(a.dtype)))
-                    if isinstance(a, SymbolicArray)
-                    else a
+                    _ones_like(a, backend) if isinstance(a, SymbolicArray) else a
                     for a in arguments["args"]
                 )
                 draw = _unvalidated_distribution(arguments, ones, backend).sample()
@@ -183,6 +181,11 @@ def _distribution_sample_shape(arguments, backend):
     shape = tuple(arguments["sample_shape"]) + tuple(dist.batch_shape)
     shape += tuple(dist.event_shape)
     return SymbolicArray(shape, backend.as_symbolic(draw).dtype)
+
+
+def _ones_like(symbolic, backend):
+    dtype = backend.numpy_dtype(symbolic.dtype)
+    return backend.from_stand_in(np.ones(symbolic.shape, dtype))
 
 
 def _cat_shape(arguments, backend):
