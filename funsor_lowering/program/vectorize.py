@@ -329,7 +329,7 @@ def _batch(editor, program, types, members, group_of, backend, number):
     if not any(flags):
         return False
     rule = _rule(operation, flags, arg_types, types[members[0]], n)
-    if rule is None:
+    if rule is None or _stacks_float_numbers(program, args, flags, group_of):
         return False
     refs = []
     for pos, batched in enumerate(flags):
@@ -394,6 +394,19 @@ def _gather(editor, column, group_of, member_type, backend):
     return editor.emit(
         ops.GetitemOp(offset=0), (group.ref, positions), False, value_type
     )
+
+
+def _stacks_float_numbers(program, args, flags, group_of):
+    """Whether a batched argument would stack Python floats: their array
+    would have a dtype of its own (float64), where each number takes the
+    dtype of the array it meets (float32 stays float32, and a tensor that
+    requires grad is never handed to numpy)."""
+    for pos, batched in enumerate(flags):
+        column = [a[pos] for a in args]
+        if batched and column[0] not in group_of:
+            if any(isinstance(program.constants[a], float) for a in column):
+                return True
+    return False
 
 
 def _stack(values, backend):

@@ -20,6 +20,7 @@ import functools
 from collections import OrderedDict
 
 import funsor
+import torch
 from funsor import ops
 from funsor.approximations import Approximate
 from pyro.contrib.funsor.handlers import replay
@@ -75,14 +76,65 @@ def _sample_posterior(model, first_available_dim, temperature, *args, **kwargs):
     names = list(ranks)  # this call's names, by rank
     values = program(**program_inputs(tensors))
     sample_tr = model_tr.copy()
+    sampled = {}
     for name, value, value_input in zip(latent, values, value_inputs):
         inputs = OrderedDict(
             (names[rank], funsor.Bint[size]) for rank, size in value_input
         )
         node = sample_tr.nodes[name]
-        node["funsor"] = {"value": funsor.Tensor(value, inputs, _support_size(node))}
+        sampled[name] = funsor.Tensor(value, inputs, _support_size(node))
+        node["funsor"] = {"value": sampled[name]}
+    _slice_observations(sample_tr, sampled)
     with replay(trace=sample_tr):
         return model(*args, **kwargs)
+
+
+def _slice_observations(trace, sampled):
+    """Observed values drawn under enumeration (e.g. conditioned on a trace
+    recorded with enumeration) are sliced by the sampled values, as
+    ``pyro.contrib.funsor.infer_discrete`` slices them: such a value has
+    the enumeration dims of the sites it depends on. Replaces those nodes
+    of ``trace`` (a copy) by ones holding the sliced value."""
+    enum_dims = {}
+    for name in sampled:
+        # an enumerated value is its support at its enumeration dim
+        enum_dims[-trace.nodes[name]["value"].dim()] = name
+    for name, node in list(trace.nodes.items()):
+        value = node.get("value")
+        if (
+            node["type"] != "sample"
+            or not node["is_observed"]
+            or site_is_subsample(node)
+            or not isinstance(value, torch.Tensor)
+        ):
+            continue
+        event_shape = tuple(node["fn"].event_shape)
+        batch_rank = value.dim() - len(event_shape)
+        dims = [d for d in range(-batch_rank, 0) if value.shape[batch_rank + d] > 1]
+        if not any(d in enum_dims for d in dims):
+            continue
+        plates = {f.dim: f.name for f in node["cond_indep_stack"] if f.vectorized}
+        inputs = OrderedDict()
+        for d in dims:
+            dim_name = enum_dims.get(d, plates.get(d))
+            if dim_name is None:
+                raise NotImplementedError(
+                    f"site {name!r}: its observed value has a dim ({d}) that is "
+                    "neither an enumerated site's nor a plate's"
+                )
+            inputs[dim_name] = funsor.Bint[value.shape[batch_rank + d]]
+        data = value.reshape(tuple(d.size for d in inputs.values()) + event_shape)
+        dtype = "real" if data.is_floating_point() else int(data.max()) + 1
+        subs = {k: sampled[k] for k in inputs if k in sampled}
+        sliced = funsor.Tensor(data, inputs, dtype)(**subs)
+        dim_of = {v: k for k, v in plates.items()}
+        order = sorted(sliced.inputs, key=dim_of.__getitem__)
+        rank = max((-dim_of[k] for k in order), default=0)  # as to_data has it
+        shape = [1] * rank + list(event_shape)
+        for k in order:
+            shape[rank + dim_of[k]] = sliced.inputs[k].size
+        value = sliced.align(tuple(order)).data.reshape(shape)
+        trace.nodes[name] = dict(node, value=value)
 
 
 def _adjoint_of_many_terms(
