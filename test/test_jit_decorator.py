@@ -281,3 +281,30 @@ def test_identity_function():
     t = random_tensor(OrderedDict(i=Bint[2]))
     result = jitted(t)
     assert to_numpy(result.data).tolist() == to_numpy(t.data).tolist()
+
+
+def test_cat_of_batched_parts_of_different_sizes_equals_eager():
+    # funsor's Gaussian.sample of a subset of its variables (funsor's
+    # test_sample_partial) joins batched parts of sizes 4, 6 and 1
+    def join(x, y, z):
+        return ops.cat((x, y, z), -1)
+
+    x = random_tensor(OrderedDict(i=Bint[2]), Reals[4])
+    y = random_tensor(OrderedDict(j=Bint[3]), Reals[6])
+    z = random_tensor(OrderedDict(i=Bint[2]), Reals[1])
+    assert_same_funsor(jit(join)(x, y, z), join(x, y, z))
+
+
+@pytest.mark.parametrize("sampled", ["x", "xy", "y"])
+def test_gaussian_sample_of_some_variables_has_eagers_shape(sampled):
+    inputs = OrderedDict(i=Bint[2], x=Reals[4], y=Reals[2, 3])
+    g = random_gaussian(inputs)
+    sample_inputs = OrderedDict(particle=Bint[5])
+    rng_key = np.array([0, 0], dtype=np.uint32) if BACKEND == "jax" else None
+
+    def sample(g):
+        return g.sample(frozenset(sampled), sample_inputs, rng_key)
+
+    actual, expected = jit(sample)(g), sample(g)
+    assert type(actual).__name__ == type(expected).__name__
+    assert actual.inputs == expected.inputs and actual.output == expected.output

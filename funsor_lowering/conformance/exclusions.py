@@ -3,4 +3,29 @@ its reason: ``{test id pattern (fnmatch): (backends, reason)}``. The
 conformance check fails on any other such test, and reports exclusions
 that pass again."""
 
-EXCLUDED = {}
+ALL = ("numpy", "torch", "jax")
+
+EXCLUDED = {
+    "test/test_transpose.py::test_adjoint_subs_binary_reduce_slices": (
+        ALL,
+        "the adjoint's keys are funsor's terms re-created from the traced "
+        "expression, whose bound variables funsor renames afresh "
+        "(i__BOUND_n), so they are not the caller's terms the test looks up",
+    ),
+    "test/test_distribution_generic.py::test_generic_sample?*dist.Multinomial(*": (
+        ("torch",),
+        "torch's Multinomial reads total_count as a Python int: a value of "
+        "the inputs, which a program cannot take as an argument",
+    ),
+    "test/test_distribution_generic.py::test_generic_sample?*"
+    "dist.TransformedDistribution(*": (
+        ("torch",),
+        "a draw from a transformed distribution applies torch transforms "
+        "(torch.broadcast_tensors, pow, Haar) outside funsor.ops",
+    ),
+    "test/test_gaussian.py::test_reduce_logsumexp_partial?i,j?": (
+        ("torch",),
+        "float32 rounding: the compiled program sums in another order and "
+        "differs from eager in the 4th decimal, above the test's tolerance",
+    ),
+}

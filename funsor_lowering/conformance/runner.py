@@ -53,10 +53,27 @@ def funsor_tests(cache=DEFAULT_CACHE, version=funsor.__version__):
     return tests
 
 
-def run_suite(tests, backend, mode, files=None, report=None, timeout=3600):
-    """Run funsor's test files (all, or ``files``) on ``backend``, eagerly
-    or compiled, in a fresh pytest process; ``{test id: record}``."""
-    report = report or tempfile.mktemp(suffix=f"-{backend}-{mode}.jsonl")
+def run_suites(tests, backend, files=None, timeout=3600):
+    """Run funsor's test files (all, or ``files``) on ``backend`` eagerly
+    and compiled, in two fresh pytest processes side by side; for each mode
+    ``({test id: record}, seconds)``."""
+    started = time.perf_counter()
+    runs = {mode: _start(tests, backend, mode, files) for mode in MODES}
+    results = {}
+    for mode, (process, report) in runs.items():
+        try:
+            process.wait(timeout=max(1, timeout - (time.perf_counter() - started)))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        seconds = time.perf_counter() - started
+        results[mode] = (_read_report(report), seconds)
+    return results
+
+
+def _start(tests, backend, mode, files):
+    handle, report = tempfile.mkstemp(suffix=f"-{backend}-{mode}.jsonl")
+    os.close(handle)
     targets = [str(tests / f) for f in files] if files else [str(tests)]
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly"]
     command += ["-p", "no:cacheprovider", "-p", "funsor_lowering.conformance.plugin"]
@@ -64,19 +81,24 @@ def run_suite(tests, backend, mode, files=None, report=None, timeout=3600):
     command += ["--rootdir", str(tests.parent), *targets]
     env = dict(os.environ, FUNSOR_BACKEND=backend)
     env.pop("CI", None)  # funsor skips its slow jax tests on CI: run them all
-    started = time.perf_counter()
-    subprocess.run(
-        command, cwd=tests.parent, env=env, timeout=timeout, capture_output=True
+    process = subprocess.Popen(
+        command,
+        cwd=tests.parent,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
-    seconds = time.perf_counter() - started
+    return process, report
+
+
+def _read_report(report):
     records = {}
-    if os.path.exists(report):
-        with open(report) as lines:
-            for line in lines:
-                record = json.loads(line)
-                records[record.pop("test")] = record
-        os.remove(report)
-    return records, seconds
+    with open(report) as lines:
+        for line in lines:
+            record = json.loads(line)
+            records[record.pop("test")] = record
+    os.remove(report)
+    return records
 
 
 def excluded(test, backend):
@@ -131,8 +153,8 @@ def main(argv=None):
     results = {}
     failed = False
     for backend in args.backend:
-        eager, eager_s = run_suite(tests, backend, "eager", args.files)
-        compiled, compiled_s = run_suite(tests, backend, "compiled", args.files)
+        runs = run_suites(tests, backend, args.files)
+        (eager, eager_s), (compiled, compiled_s) = runs["eager"], runs["compiled"]
         files, regressions, unexpected, stale = compare(eager, compiled, backend)
         results[backend] = (files, regressions, unexpected, eager_s, compiled_s)
         total = sum(files.values(), Counter())

@@ -104,13 +104,15 @@ def lower_finitary(term, op, args):
     batch = union_batch(*args)
     if isinstance(op, ops.EinsumOp):
         return Lowered(_batched_einsum(op, args, batch), batch)
-    event_shape = broadcast_shape(*(arg.event_shape for arg in args))
     if isinstance(op, ops.CatOp):
         # cat joins along one axis: other axes must agree, not broadcast.
         exprs = [align_expanded(a, batch, a.event_shape) for a in args]
+        event_rank = max(len(a.event_shape) for a in args)
     else:
+        event_shape = broadcast_shape(*(arg.event_shape for arg in args))
         exprs = [align_expanded(a, batch, event_shape) for a in args]
-    batched = batch_op(op, tuple(d.size for d in batch.values()), len(event_shape))
+        event_rank = len(event_shape)
+    batched = batch_op(op, tuple(d.size for d in batch.values()), event_rank)
     if batched is None:
         raise UnsupportedTermError(term, f"no batch rule for {op!r}")
     return Lowered(apply_finitary(batched, exprs), batch)
