@@ -308,3 +308,31 @@ def test_gaussian_sample_of_some_variables_has_eagers_shape(sampled):
     actual, expected = jit(sample)(g), sample(g)
     assert type(actual).__name__ == type(expected).__name__
     assert actual.inputs == expected.inputs and actual.output == expected.output
+
+
+def test_adjoint_keys_are_the_callers_terms_and_adjoints_accumulate():
+    # funsor's test_adjoint_subs_binary_reduce_slices: x enters twice, through
+    # x(i=k) and x(j=k); its adjoint sums both paths, under the caller's keys
+    from funsor.adjoint import adjoint
+    from funsor.interpretations import reflect
+    from funsor.terms import Slice
+
+    x = random_tensor(OrderedDict(t=Bint[2], i=Bint[2], j=Bint[2]))
+    k = Variable("k", Bint[2])
+    with reflect:
+        xik, xjk = x(i=k), x(j=k)
+        xk = xik(t=Slice("t", 0, 2, 2, 2))
+        yk = xjk(t=Slice("t", 1, 2, 2, 2))
+        z = (xk * yk).reduce(ops.add, {"k"}).reduce(ops.mul, "t")
+        z = z(i="i", j="j").reduce(ops.add, {"i", "j"})
+    expected = adjoint(ops.add, ops.mul, z)
+    jitted = jit(adjoint)
+    actual = jitted(ops.add, ops.mul, z)
+    assert x in actual and xik in actual and xjk in actual
+    assert len(actual) == len(expected)
+    for key in (x, xik, xjk):
+        assert_same_funsor(
+            actual[key].align(tuple(expected[key].inputs)), expected[key]
+        )
+    # x's two appearances hold one array: the program takes it once
+    assert len(jitted.program(ops.add, ops.mul, z).inputs) == 1

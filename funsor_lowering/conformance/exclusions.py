@@ -6,12 +6,6 @@ that pass again."""
 ALL = ("numpy", "torch", "jax")
 
 EXCLUDED = {
-    "test/test_transpose.py::test_adjoint_subs_binary_reduce_slices": (
-        ALL,
-        "the adjoint's keys are funsor's terms re-created from the traced "
-        "expression, whose bound variables funsor renames afresh "
-        "(i__BOUND_n), so they are not the caller's terms the test looks up",
-    ),
     "test/test_distribution_generic.py::test_generic_sample?*dist.Multinomial(*": (
         ("torch",),
         "torch's Multinomial reads total_count as a Python int: a value of "

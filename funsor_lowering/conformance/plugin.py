@@ -9,7 +9,8 @@ Use: ``pytest -p funsor_lowering.conformance.plugin --funsor-lowering=compiled
 any test file imports it; ``eager`` leaves funsor as it is (the baseline).
 The plugin also does what funsor's repository's ``test/conftest.py`` does,
 which its source distribution leaves out: it selects the backend named by
-``FUNSOR_BACKEND`` and seeds the random generators before each test.
+``FUNSOR_BACKEND``, and before each test seeds the random generators and
+sets double precision (torch's default dtype, jax's x64 mode).
 
 The report has one JSON line per test: its outcome, the first line of its
 error, and how many wrapped calls compiled a program, ran a cached one, or
@@ -56,13 +57,22 @@ def pytest_configure(config):
 
 
 def pytest_runtest_setup(item):
-    # ... and each test's seeds (so both runs see the same random data)
+    # ... and each test's seeds (so both runs see the same random data) and
+    # dtypes: funsor's suite runs in double precision (torch's default
+    # dtype float64, jax's x64 mode)
     np.random.seed(0)
     if funsor.get_backend() == "torch":
         import pyro
+        import torch
 
+        torch.set_default_dtype(torch.double)
         pyro.set_rng_seed(0)
         pyro.enable_validation(True)
+    elif funsor.get_backend() == "jax":
+        import jax
+
+        jax.config.update("jax_platform_name", "cpu")
+        jax.config.update("jax_enable_x64", True)
 
 
 def wrap_all():

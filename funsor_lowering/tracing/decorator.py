@@ -244,7 +244,11 @@ class _Entry:
     def __call__(self, leaves, terms):
         outputs = self.program(**dict(zip(self.names, leaves)))
         return unflatten(
-            self.result_structure, outputs, references=terms, arguments=leaves
+            self.result_structure,
+            outputs,
+            references=terms,
+            arguments=leaves,
+            unmangle=True,
         )
 
     def __repr__(self):

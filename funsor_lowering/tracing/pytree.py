@@ -93,6 +93,7 @@ class _Flattener:
         self.label = label
         self.terms = [] if terms is None else terms
         self.term_index = {}  # id(term) -> its position in self.terms
+        self.leaf_index = {}  # id(array) -> its position in self.leaves
         self.known = known or {}
 
     def __call__(self, value, path):
@@ -101,6 +102,11 @@ class _Flattener:
         if id(value) in self.known_leaves:
             return ("argument", self.known_leaves[id(value)])
         if self.is_array(value):
+            if id(value) in self.leaf_index:
+                # the same array again: one input, as funsor's cons hashing
+                # makes terms over one array the same term
+                return ("leaf", self.leaf_index[id(value)])
+            self.leaf_index[id(value)] = len(self.leaves)
             self.leaves.append(value)
             if self.paths is not None:
                 self.paths.append(path)
@@ -162,13 +168,19 @@ def _holds_array(term, is_array):
     return False
 
 
-def unflatten(structure, leaves, terms=None, references=(), arguments=()):
+def unflatten(
+    structure, leaves, terms=None, references=(), arguments=(), unmangle=False
+):
     """The value :func:`flatten` split into ``structure``, with ``leaves``
     (an iterable, consumed in order) in place of its arrays, and
     ``references[k]`` / ``arguments[k]`` in place of the ``k``-th known
     term / array. A list ``terms`` receives the rebuilt funsor terms in the
-    order :func:`flatten` lists them."""
-    return _Unflattener(iter(leaves), terms, references, arguments)(structure)
+    order :func:`flatten` lists them. With ``unmangle``, terms binding
+    variables are rebuilt as the caller would have built them (a function's
+    result: see :func:`_as_built_by_caller`)."""
+    unflattener = _Unflattener(iter(leaves), terms, references, arguments)
+    unflattener.unmangle = unmangle
+    return unflattener(structure)
 
 
 class _Unflattener:
@@ -177,10 +189,13 @@ class _Unflattener:
         self.terms = [] if terms is None else terms
         self.references = references
         self.arguments = arguments
+        self.seen_leaves = []
 
     def __call__(self, structure):
         if structure is ARRAY:
-            return next(self.leaves)
+            leaf = next(self.leaves)
+            self.seen_leaves.append(leaf)
+            return leaf
         if type(structure) is Static:
             return structure.value
         kind = structure[0]
@@ -190,11 +205,15 @@ class _Unflattener:
             return self.arguments[structure[1]]
         if kind == "shared":
             return self.terms[structure[1]]
+        if kind == "leaf":
+            return self.seen_leaves[structure[1]]
         if kind == "funsor":
             _, cls, children = structure
             slot = len(self.terms)  # in flatten's (pre-)order
             self.terms.append(None)
             term = reflect.interpret(cls, *map(self, children))
+            if self.unmangle:
+                term = _as_built_by_caller(term)
             self.terms[slot] = term
             return term
         if kind == "dict":
@@ -211,6 +230,20 @@ class _Unflattener:
         return tuple(items) if kind == "tuple" else items
 
 
+def _as_built_by_caller(term):
+    """``term`` with its bound variables named as written (``j``, not
+    ``j__BOUND_37``) and rebuilt: funsor renames bound variables afresh
+    each time it builds a term from new parts, and cons-hashes the term
+    built from the parts as written; so a term that the caller built from
+    the same parts (e.g. ``x(j=k)``, a key of ``adjoint``'s result) comes
+    back as the caller's own term."""
+    renames = {name: name.split("__BOUND")[0] for name in term.bound}
+    renames = {k: v for k, v in renames.items() if k != v}
+    if not renames:
+        return term
+    return reflect.interpret(type(term), *term._alpha_convert(renames))
+
+
 def describe(structure):
     """A short readable form of ``structure`` (for error messages)."""
     if structure is ARRAY:
@@ -222,7 +255,7 @@ def describe(structure):
         return structure[1].__name__ + "(...)"
     if kind == "dict":
         return "{" + ", ".join(map(describe, structure[3])) + "}"
-    if kind in ("reference", "shared", "argument"):
+    if kind in ("reference", "shared", "argument", "leaf"):
         return f"{kind} term {structure[1]}"
     if kind == "set":
         return repr(set(structure[1].value))
