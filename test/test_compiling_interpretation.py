@@ -124,3 +124,14 @@ def test_bint_domain_keyword_is_not_an_input():
     # A Bint keyword is a batch variable: it becomes an output axis, not an input.
     program = compile_function(lambda x, i: x + 1, x=Real, i=Bint[3])
     assert program.inputs == ("x",)
+
+
+def test_a_tensor_of_a_variable_is_refused_with_a_hint():
+    from collections import OrderedDict
+
+    with compiling:
+        x = Variable("x", Reals[2, 3])
+        with pytest.raises(TypeError, match=r"Tensor\(Variable\('x'.*x\['i'\]"):
+            Tensor(x, OrderedDict(i=Bint[2]))
+        # the hint's spelling: the same batch input, by indexing
+        assert x["i"].inputs["i"] == Bint[2] and x["i"].output == Reals[3]

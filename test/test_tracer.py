@@ -473,3 +473,23 @@ def test_a_delta_substituted_with_its_own_point_is_funsors_log_density():
         expected = to_numpy(fn(data, log_density))
         assert_matches(program(p=data, log_density=log_density), expected)
     assert np.isneginf(expected[1]) and np.isfinite(expected[[0, 2]]).all()
+
+
+def test_backend_functions_with_an_ops_equivalent_are_recorded_as_it():
+    # model-side code as Pyro's funsor code writes it: x.exp(), .logsumexp,
+    # torch.nn.functional.linear, .dim() on traced values
+    if funsor.get_backend() != "torch":
+        pytest.skip("torch functions")
+    import torch
+
+    def fn(x, w, b):
+        y = torch.nn.functional.linear(x, w, b)
+        total = x.exp().sum() + torch.logsumexp(y, -1) + y.logsumexp(-1, keepdim=True)
+        return total + torch.sigmoid(y).sum(-1) + x.exp().log1p().abs().sum() * x.dim()
+
+    shapes = {"x": (2, 3), "w": (4, 3), "b": (4,)}
+    program = check_traced(fn, shapes, rtol=1e-5)
+    # recorded as ops on the inputs: no array was baked in as a constant
+    assert all(getattr(c, "shape", ()) == () for c in program.constants)
+    with pytest.raises(TypeError, match="torch.cumsum"):
+        trace_function(lambda x: torch.cumsum(x, 0), fresh({"x": (3,)}))

@@ -26,6 +26,7 @@ from ..extra_ops import (
     vecdot,
 )
 from ..structure import iter_leaves, map_leaves
+from ..tracing.symbolic import BACKEND_FUNCTIONS
 from .base import (
     ArrayBackend,
     nested_outputs,
@@ -66,6 +67,42 @@ _NUMBER_ARITHMETIC = frozenset(
     }
 )
 _EXACT_NUMBER_DTYPES = (torch.float32, torch.float64)
+
+
+def _linear(input, weight, bias=None):
+    result = ops.matmul(input, ops.permute(weight, (1, 0)))
+    return result if bias is None else ops.add(result, bias)
+
+
+def _logsumexp(input, dim, keepdim=False):
+    return ops.logsumexp(input, dim, keepdim)
+
+
+# torch functions (and Tensor methods torch dispatches as functions) with
+# an exact funsor.ops equivalent: recorded as it while tracing, as Pyro's
+# funsor code calls them on traced values
+BACKEND_FUNCTIONS.update(
+    {
+        **{
+            fn: op
+            for name, op in [
+                ("exp", ops.exp),
+                ("log", ops.log),
+                ("log1p", ops.log1p),
+                ("sqrt", ops.sqrt),
+                ("sigmoid", ops.sigmoid),
+                ("tanh", ops.tanh),
+                ("abs", ops.abs),
+                ("detach", ops.detach),
+            ]
+            for fn in (getattr(torch, name), getattr(torch.Tensor, name))
+        },
+        torch.logsumexp: _logsumexp,
+        torch.Tensor.logsumexp: _logsumexp,
+        torch.matmul: ops.matmul,
+        torch.nn.functional.linear: _linear,
+    }
+)
 
 
 class TorchBackend(ArrayBackend):

@@ -33,6 +33,7 @@ from funsor.interpretations import (
     reflect,
 )
 from funsor.interpreter import get_interpretation
+from funsor.tensor import Tensor
 from funsor.terms import (
     Align,
     Binary,
@@ -228,6 +229,15 @@ class CompilingInterpretation(Interpretation):
             block_state(self).hook_contexts.pop().__exit__(None, None, None)
 
     def interpret(self, cls, *args):
+        if issubclass(cls, Tensor) and isinstance(args[0], Funsor):
+            raise TypeError(
+                f"funsor.Tensor({args[0]!r}, ...) in a compiling block: a "
+                f"Tensor holds an array, and here the data is a funsor (a "
+                f"program input is a Variable, not an array); give the "
+                f"Variable batch inputs by indexing it, e.g. x['i'] (a "
+                f"Variable of Bint inputs), or pass arrays and Tensors to "
+                f"funsor_lowering.jit(fn) instead of compiling on Variables"
+            )
         state = block_state(self)
         token = start_interpreting()
         try:

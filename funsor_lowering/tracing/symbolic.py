@@ -131,10 +131,41 @@ class SymbolicArray:
     def __array_function__(self, func, types, args, kwargs):
         refuse(self, f"numpy.{func.__name__}")
 
+    def dim(self):
+        """The number of dims (torch's spelling of ``ndim``)."""
+        return len(self.shape)
+
+    def logsumexp(self, dim, keepdim=False):
+        return ops.logsumexp(self, dim, keepdim)
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
+        equivalent = BACKEND_FUNCTIONS.get(func)
+        if equivalent is not None:
+            return equivalent(*args, **(kwargs or {}))
         value = next(a for a in _leaves(args) if isinstance(a, SymbolicArray))
         refuse(value, f"torch.{getattr(func, '__name__', func)}")
+
+
+#: Backend functions with an exact ``funsor.ops`` equivalent, recorded as it
+#: when called on a symbolic array (as Pyro's funsor code calls them):
+#: backend function -> a function of the same arguments calling funsor.ops.
+#: Filled in by the backends (``backends/torch_backend.py``).
+BACKEND_FUNCTIONS = {}
+
+# array methods with an exact funsor.ops equivalent (torch's and jax's)
+_UNARY_METHODS = {
+    "exp": ops.exp,
+    "log": ops.log,
+    "log1p": ops.log1p,
+    "sqrt": ops.sqrt,
+    "sigmoid": ops.sigmoid,
+    "tanh": ops.tanh,
+    "abs": ops.abs,
+    "detach": ops.detach,
+}
+for _name, _op in _UNARY_METHODS.items():
+    setattr(SymbolicArray, _name, lambda self, _op=_op: _op(self))
 
 
 def _leaves(args):
