@@ -493,3 +493,10 @@ def test_backend_functions_with_an_ops_equivalent_are_recorded_as_it():
     assert all(getattr(c, "shape", ()) == () for c in program.constants)
     with pytest.raises(TypeError, match="torch.cumsum"):
         trace_function(lambda x: torch.cumsum(x, 0), fresh({"x": (3,)}))
+
+
+def test_full_like_of_a_traced_value():
+    # funsor's examples/forward_backward.py starts its backward pass from
+    # Tensor(ops.full_like(alpha.data, 0.0), ...); on jax funsor fills a
+    # numpy array, which abstract evaluation on jax tracers could not
+    check_traced(lambda x: ops.add(ops.full_like(x, 0.5), x), {"x": (3,)})

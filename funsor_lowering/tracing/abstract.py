@@ -8,8 +8,9 @@ under ``jax.eval_shape``, numpy (and torch, for arguments up to
 whose values keep linear algebra defined
 (:func:`~funsor_lowering.backends.base.stand_in`), torch on ``meta``
 tensors above that. Random ops of backends whose draws use a global RNG
-(numpy, torch), and ``cat``, ``einsum`` (leading ellipses) and basic
-``getslice``, have shape rules here instead.
+(numpy, torch), and on every backend ``cat``, ``einsum`` (leading
+ellipses), basic ``getslice`` and ``full_like``, have shape rules here
+instead.
 
 Example::
 
@@ -94,7 +95,7 @@ def _types_of(result):
 def _evaluate(op, args, kwargs, backend, call):
     draws = isinstance(op, RANDOM_OP_TYPES)
     rule = _RULES.get(type(op))
-    if rule is not None and not backend.keyed:
+    if rule is not None and (not backend.keyed or not draws):
         result = rule(bind_call(op, args, kwargs).arguments, backend)
         if result is not None:
             return result
@@ -186,6 +187,15 @@ def _distribution_sample_shape(arguments, backend):
 def _ones_like(symbolic, backend):
     dtype = backend.numpy_dtype(symbolic.dtype)
     return backend.from_stand_in(np.ones(symbolic.shape, dtype))
+
+
+def _full_like_shape(arguments, backend):
+    """The prototype's shape and dtype (funsor's jax ``full_like`` fills a
+    numpy array, which a jax tracer cannot become)."""
+    prototype = arguments["prototype"]
+    if not isinstance(prototype, SymbolicArray):
+        return None
+    return SymbolicArray(tuple(prototype.shape), prototype.dtype)
 
 
 def _cat_shape(arguments, backend):
@@ -289,6 +299,7 @@ _RULES = {
     DistributionSampleOp: _distribution_sample_shape,
     DistributionLogProbOp: _distribution_log_prob_shape,
     ops.CatOp: _cat_shape,
+    ops.FullLikeOp: _full_like_shape,
     ops.EinsumOp: _einsum_shape,
     ops.GetsliceOp: _getslice_shape,
 }
