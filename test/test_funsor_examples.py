@@ -1,0 +1,215 @@
+"""funsor's examples (``examples/`` of funsor's repository), written in our
+words with the originals' structure, names and dtypes: each example's
+per-step computation run through ``funsor_lowering.jit`` equals eager
+funsor, and where the example trains, so do its gradients and its training
+trajectory. The parameters the examples' closures capture are passed as
+arguments here: ``jit``, like ``jax.jit``, embeds captured arrays as
+constants, which take no gradient."""
+
+from collections import OrderedDict
+
+import funsor
+import numpy as np
+import pytest
+from funsor import ops
+from funsor.adjoint import AdjointTape
+from funsor.domains import Bint
+from funsor.interpretations import lazy
+from funsor.interpreter import reinterpret
+from funsor.optimizer import apply_optimizer
+from funsor.tensor import Tensor
+from funsor.testing import assert_close, random_tensor
+
+from funsor_lowering import jit
+
+BACKEND = funsor.get_backend()
+
+
+# ------------------------------------------------- examples/forward_backward.py
+def forward_algorithm(factors, step):
+    """Z = p(y[0:T]) by the forward algorithm, as the example writes it."""
+    step = OrderedDict(sorted(step.items()))
+    drop = tuple(f"_drop_{i}" for i in range(len(step)))
+    prev_to_drop = dict(zip(step.keys(), drop))
+    curr_to_drop = dict(zip(step.values(), drop))
+    reduce_vars = frozenset(drop)
+    alpha = factors[0]
+    for trans in factors[1:]:
+        alpha = (alpha(**curr_to_drop) + trans(**prev_to_drop)).reduce(
+            ops.logaddexp, reduce_vars
+        )
+    return alpha(**curr_to_drop).reduce(ops.logaddexp, reduce_vars)
+
+
+def forward_backward_algorithm(factors, step):
+    """p(x[t], x[t-1] | Y) by explicit forward and backward passes."""
+    step = OrderedDict(sorted(step.items()))
+    drop = tuple(f"_drop_{i}" for i in range(len(step)))
+    prev_to_drop = dict(zip(step.keys(), drop))
+    curr_to_drop = dict(zip(step.values(), drop))
+    reduce_vars = frozenset(drop)
+    alpha = factors[0]
+    beta = Tensor(ops.full_like(alpha.data, 0.0), alpha(x_curr="x_prev").inputs)
+    betas = [beta]
+    for trans in factors[:0:-1]:
+        beta = (trans(**curr_to_drop) + beta(**prev_to_drop)).reduce(
+            ops.logaddexp, reduce_vars
+        )
+        betas.append(beta)
+    Z = (factors[0](**curr_to_drop) + beta(**prev_to_drop)).reduce(
+        ops.logaddexp, reduce_vars
+    )
+    betas.reverse()
+    marginals = [factors[0] + betas[0](x_prev="x_curr") - Z]
+    for trans, beta in zip(factors[1:], betas[1:]):
+        alpha_trans = alpha(x_curr="x_prev") + trans
+        alpha = alpha_trans.reduce(ops.logaddexp, "x_prev")
+        marginals.append(alpha_trans + beta(x_prev="x_curr") - Z)
+    return marginals
+
+
+def backprop_marginals(factors):
+    """The same marginals' adjoint route: AdjointTape over the forward
+    algorithm."""
+    with AdjointTape() as tape:
+        Z = forward_algorithm(factors, {"x_prev": "x_curr"})
+    result = tape.adjoint(ops.logaddexp, ops.add, Z, factors)
+    return Z, list(result.values())
+
+
+def hmm_factors(time_steps=10, hidden_dim=3):
+    init = random_tensor(OrderedDict([("x_curr", Bint[hidden_dim])]))
+    trans = [
+        random_tensor(OrderedDict(x_prev=Bint[hidden_dim], x_curr=Bint[hidden_dim]))
+        for _ in range(time_steps - 1)
+    ]
+    return [init] + trans
+
+
+def test_forward_backward_example_both_routes():
+    factors = hmm_factors()
+    step = {"x_prev": "x_curr"}
+    expected = forward_backward_algorithm(factors, step)
+    actual = jit(forward_backward_algorithm)(factors, step)
+    for a, e in zip(actual, expected, strict=True):
+        assert_close(a.align(tuple(e.inputs)), e, atol=1e-5, rtol=1e-5)
+    expected_Z, expected_adj = backprop_marginals(factors)
+    actual_Z, actual_adj = jit(backprop_marginals)(factors)
+    assert_close(actual_Z, expected_Z, atol=1e-5, rtol=1e-5)
+    for a, e in zip(actual_adj, expected_adj, strict=True):
+        assert_close(a.align(tuple(e.inputs)), e, atol=1e-5, rtol=1e-5)
+    # the example's check: the adjoint route gives the marginals
+    for marginal, adj, trans in zip(expected, actual_adj, factors):
+        actual_marginal = adj + trans - actual_Z
+        assert_close(actual_marginal.align(tuple(marginal.inputs)), marginal, rtol=1e-4)
+
+
+# ------------------------- examples/discrete_hmm.py, examples/kalman_filter.py
+torch_only = pytest.mark.skipif(BACKEND != "torch", reason="the example is torch")
+
+
+def discrete_hmm_model(trans_probs, emit_probs, data, hidden_dim=2, lazy_=False):
+    """examples/discrete_hmm.py's model, its parameters as arguments."""
+    import funsor.torch.distributions as dist
+
+    log_prob = funsor.to_funsor(0.0)
+    trans = dist.Categorical(
+        probs=Tensor(trans_probs, inputs=OrderedDict([("prev", Bint[hidden_dim])]))
+    )
+    emit = dist.Categorical(
+        probs=Tensor(emit_probs, inputs=OrderedDict([("latent", Bint[hidden_dim])]))
+    )
+    x_curr = funsor.Number(0, hidden_dim)
+    for t, y in enumerate(data):
+        x_prev = x_curr
+        x_curr = funsor.Variable(f"x_{t}", Bint[hidden_dim])
+        log_prob += trans(prev=x_prev, value=x_curr)
+        if not lazy_ and isinstance(x_prev, funsor.Variable):
+            log_prob = log_prob.reduce(ops.logaddexp, x_prev.name)
+        log_prob += emit(latent=x_curr, value=Tensor(y, dtype=2))
+    return log_prob.reduce(ops.logaddexp)
+
+
+def kalman_filter_model(trans_noise, emit_noise, data, lazy_=False):
+    """examples/kalman_filter.py's model, its parameters as arguments."""
+    import funsor.torch.distributions as dist
+    import torch
+
+    log_prob = funsor.to_funsor(0.0)
+    x_curr = Tensor(torch.tensor(0.0))
+    for t, y in enumerate(data):
+        x_prev = x_curr
+        x_curr = funsor.Variable(f"x_{t}", funsor.Real)
+        log_prob += dist.Normal(1 + x_prev / 2.0, trans_noise, value=x_curr)
+        if t > 0 and not lazy_:
+            log_prob = log_prob.reduce(ops.logaddexp, x_prev.name)
+        log_prob += dist.Normal(0.5 + 3 * x_curr, emit_noise, value=y)
+    return log_prob.reduce(ops.logaddexp)
+
+
+def lazily(model):
+    """The examples' ``--lazy`` route: build lazily, optimize, evaluate."""
+
+    def run(*args):
+        with lazy:
+            log_prob = apply_optimizer(model(*args, lazy_=True))
+        return reinterpret(log_prob)
+
+    return run
+
+
+def train(step_fn, params, data, steps=3, lr=0.01):
+    """The examples' training loop; the losses and final parameters."""
+    import torch
+
+    params = [p.detach().clone().requires_grad_() for p in params]
+    optim = torch.optim.Adam(params, lr=lr)
+    losses = []
+    for _ in range(steps):
+        optim.zero_grad()
+        log_prob = step_fn(*params, data)
+        assert not log_prob.inputs, "free variables remain"
+        loss = -log_prob.data
+        loss.backward()
+        optim.step()
+        losses.append(loss.item())
+    return losses, [p.detach() for p in params]
+
+
+def assert_same_training(actual, expected):
+    actual_losses, actual_params = actual
+    expected_losses, expected_params = expected
+    np.testing.assert_allclose(actual_losses, expected_losses, rtol=1e-5)
+    for a, e in zip(actual_params, expected_params, strict=True):
+        np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@torch_only
+@pytest.mark.parametrize("route", ["eager", "lazy"])
+def test_discrete_hmm_example_trains_as_eager(route):
+    import torch
+
+    # the example's dtypes: float32 parameters, int64 data
+    params = [
+        torch.tensor([[0.2, 0.8], [0.7, 0.3]]),
+        torch.tensor([[0.4, 0.6], [0.1, 0.9]]),
+    ]
+    data = torch.ones(10, dtype=torch.long)
+    model = discrete_hmm_model if route == "eager" else lazily(discrete_hmm_model)
+    jitted = jit(model)
+    assert_same_training(train(jitted, params, data), train(model, params, data))
+    assert jitted.cache_info()["compiled"] == 1  # one program, every step
+
+
+@torch_only
+@pytest.mark.parametrize("route", ["eager", "lazy"])
+def test_kalman_filter_example_trains_as_eager(route):
+    import torch
+
+    params = [torch.tensor(0.1), torch.tensor(0.5)]
+    torch.manual_seed(0)
+    data = torch.randn(10)
+    model = kalman_filter_model if route == "eager" else lazily(kalman_filter_model)
+    jitted = jit(model)
+    assert_same_training(train(jitted, params, data), train(model, params, data))
+    assert jitted.cache_info()["compiled"] == 1
