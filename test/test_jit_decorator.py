@@ -336,3 +336,19 @@ def test_adjoint_keys_are_the_callers_terms_and_adjoints_accumulate():
         )
     # x's two appearances hold one array: the program takes it once
     assert len(jitted.program(ops.add, ops.mul, z).inputs) == 1
+
+
+def test_tensor_indexed_by_a_constant_state_under_moment_matching():
+    # examples/slds.py: trans_probs[s_prev] with the initial state a
+    # constant Tensor(0), inside a moment_matching model: funsor's eager
+    # getitem indexes every dim of the data by an index array
+    from funsor.interpretations import moment_matching
+
+    def row(trans_probs):
+        with moment_matching:
+            s_prev = Tensor(from_numpy(np.array(0)), dtype=2)
+            s_curr = Variable("s_0", Bint[2])
+            return trans_probs[s_prev] + trans_probs[s_curr]
+
+    probs = random_tensor(OrderedDict(), Reals[2, 2])
+    assert_same_funsor(jit(row)(probs), row(probs))

@@ -83,6 +83,9 @@ class SymbolicArray:
                 )
         if not arrays:  # never a one-item tuple op: see extra_ops.getslice_op
             return getslice_op(index)(self)
+        if len(arrays) > 1 and len(index) == self.ndim:
+            if all(k in arrays or isinstance(p, int) for k, p in enumerate(index)):
+                return _take_elements(self, index)
         if len(arrays) > 1 or any(isinstance(p, int) for p in index):
             raise TypeError(
                 "indexing a traced value by an index array together with ints or "
@@ -229,7 +232,32 @@ SymbolicArray.__pos__ = lambda self: self
 
 
 def _is_index_array(part):
-    return isinstance(part, SymbolicArray) and dtype_kind(part.dtype) == "int"
+    """A traced integer array, or a constant one of the backend (e.g. the
+    ``torch.tensor(0)`` state a funsor ``Tensor`` is indexed by)."""
+    if isinstance(part, SymbolicArray):
+        return dtype_kind(part.dtype) == "int"
+    if not (hasattr(part, "shape") and hasattr(part, "dtype")):
+        return False
+    try:
+        return dtype_kind(part.dtype) == "int"
+    except (TypeError, ValueError, KeyError):
+        return False
+
+
+def _take_elements(x, index):
+    """``x[index]`` where every dim is indexed by an integer array or an int
+    (non-negative), the arrays broadcasting together (funsor's
+    ``Tensor[Tensor]`` indexes every dim so): the elements at the arrays'
+    flat positions, taken from ``x`` flattened."""
+    strides, total = [], 1
+    for size in reversed(x.shape):
+        strides.append(total)
+        total *= size
+    position = None
+    for part, stride in zip(index, reversed(strides)):
+        term = ops.mul(part, stride) if stride != 1 else part
+        position = term if position is None else ops.add(position, term)
+    return take(ops.ReshapeOp(shape=(total,))(x), position)
 
 
 def _take_along(x, index, k):
