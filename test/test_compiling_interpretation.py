@@ -135,3 +135,19 @@ def test_a_tensor_of_a_variable_is_refused_with_a_hint():
             Tensor(x, OrderedDict(i=Bint[2]))
         # the hint's spelling: the same batch input, by indexing
         assert x["i"].inputs["i"] == Bint[2] and x["i"].output == Reals[3]
+
+
+def test_sample_names_of_a_sum_longer_than_the_recursion_limit():
+    # funsor under FUNSOR_USE_TCO=1 (as its CI runs) builds long lazy sums
+    import sys
+
+    from funsor.delta import Delta
+    from funsor.interpretations import lazy
+
+    from funsor_lowering.interpretations.eager_steps import sampled_names
+
+    with lazy:
+        total = Delta("a", Variable("p", Real))
+        for i in range(sys.getrecursionlimit() + 100):
+            total = total + Variable(f"x{i}", Real)
+    assert sampled_names(total) == frozenset({"a"})

@@ -84,14 +84,29 @@ def symbolic_sample(self, sampled_vars, sample_inputs=None, rng_key=None):
 
 
 def sampled_names(term):
-    """Names a sample already fixes: those of its Delta terms."""
-    if isinstance(term, Delta):
-        return frozenset(term.fresh)
-    if isinstance(term, Contraction) and term.bin_op is ops.add:
-        return frozenset().union(*map(sampled_names, term.terms))
-    if isinstance(term, Binary) and term.op is ops.add:
-        return sampled_names(term.lhs) | sampled_names(term.rhs)
-    return frozenset()
+    """Names a sample already fixes: those of its Delta terms (iteratively:
+    a long lazy sum, as funsor builds under ``FUNSOR_USE_TCO=1``, would
+    exceed Python's recursion limit)."""
+    names = set()
+    for part in _summands(term, lambda t: isinstance(t, Contraction)):
+        if isinstance(part, Delta):
+            names.update(part.fresh)
+    return frozenset(names)
+
+
+def _summands(term, opens):
+    """The summands of nested ``+`` (``Binary``, and the ``Contraction`` s
+    that ``opens`` accepts), left to right, without recursion."""
+    result, stack = [], [term]
+    while stack:
+        term = stack.pop()
+        if isinstance(term, Contraction) and term.bin_op is ops.add and opens(term):
+            stack.extend(reversed(term.terms))
+        elif isinstance(term, Binary) and term.op is ops.add:
+            stack.extend((term.rhs, term.lhs))
+        else:
+            result.append(term)
+    return result
 
 
 def sample_patterns(cls, args):
@@ -106,15 +121,7 @@ def sample_patterns(cls, args):
 
 
 def _sum_terms(term):
-    if (
-        isinstance(term, Contraction)
-        and term.bin_op is ops.add
-        and not term.reduced_vars
-    ):
-        return term.terms
-    if isinstance(term, Binary) and term.op is ops.add:
-        return _sum_terms(term.lhs) + _sum_terms(term.rhs)
-    return (term,)
+    return tuple(_summands(term, lambda t: not t.reduced_vars))
 
 
 def _integrate_sample(log_measure, integrand, reduced_vars):
