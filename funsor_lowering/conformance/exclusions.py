@@ -17,9 +17,11 @@ EXCLUDED = {
         "a draw from a transformed distribution applies torch transforms "
         "(torch.broadcast_tensors, pow, Haar) outside funsor.ops",
     ),
-    "test/test_gaussian.py::test_reduce_logsumexp_partial?i,j?": (
+    "test/test_distribution.py::test_gamma_sample?*-(2, 3)-sample_inputs[123]?": (
         ("torch",),
-        "float32 rounding: the compiled program sums in another order and "
-        "differs from eager in the 4th decimal, above the test's tolerance",
+        "a Monte Carlo moment check at a fixed seed: the compiled program "
+        "draws the same distribution but other numbers (its parameters laid "
+        "out batch axes first), and one of the six means lands 0.058 from "
+        "its target, over the test's tolerance 0.05",
     ),
 }
