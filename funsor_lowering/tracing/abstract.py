@@ -8,9 +8,9 @@ under ``jax.eval_shape``, numpy (and torch, for arguments up to
 whose values keep linear algebra defined
 (:func:`~funsor_lowering.backends.base.stand_in`), torch on ``meta``
 tensors above that. Random ops of backends whose draws use a global RNG
-(numpy, torch), and on every backend ``cat``, ``einsum`` (leading
-ellipses), basic ``getslice`` and ``full_like``, have shape rules here
-instead.
+(numpy, torch), and ``cat``, ``einsum`` (leading ellipses) and basic
+``getslice`` have shape rules here instead; ``full_like`` on every
+backend.
 
 Example::
 
@@ -95,7 +95,7 @@ def _types_of(result):
 def _evaluate(op, args, kwargs, backend, call):
     draws = isinstance(op, RANDOM_OP_TYPES)
     rule = _RULES.get(type(op))
-    if rule is not None and (not backend.keyed or not draws):
+    if rule is not None and (not backend.keyed or type(op) in _KEYED_RULES):
         result = rule(bind_call(op, args, kwargs).arguments, backend)
         if result is not None:
             return result
@@ -288,6 +288,10 @@ def _getslice_shape(arguments, backend):
         return None
     return SymbolicArray(tuple(view.shape), x.dtype)
 
+
+# Ops evaluated by rule on jax too: funsor's jax full_like fills a numpy
+# array, which jax's eval_shape tracers cannot become.
+_KEYED_RULES = {ops.FullLikeOp}
 
 # Ops evaluated by rule (numpy, torch): random ops, whose draws use a global
 # RNG there, and ops whose abstract evaluation is slow (torch evaluates on
