@@ -1,5 +1,6 @@
 """Select the funsor backend the funsor way, once, from FUNSOR_BACKEND."""
 
+import contextlib
 import os
 
 import funsor
@@ -28,18 +29,18 @@ settings.register_profile("large", max_examples=2000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
-@pytest.fixture
-def float64_contrib_backend():
-    """A Pyro test in float64 under the ``contrib.funsor`` pyroapi backend,
-    with an empty parameter store (tests share parameter names with
-    different shapes). torch only."""
+@contextlib.contextmanager
+def contrib_backend(dtype_name):
+    """A Pyro test in ``dtype_name`` (torch's default dtype) under the
+    ``contrib.funsor`` pyroapi backend, with an empty parameter store
+    (tests share parameter names with different shapes). torch only."""
     import pyro
     import pyro.contrib.funsor  # noqa: F401  (registers the pyroapi backend)
     import torch
     from pyroapi import pyro_backend
 
     dtype = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
+    torch.set_default_dtype(getattr(torch, dtype_name))
     try:
         with pyro_backend("contrib.funsor"):
             pyro.clear_param_store()
@@ -47,3 +48,16 @@ def float64_contrib_backend():
     finally:
         pyro.clear_param_store()
         torch.set_default_dtype(dtype)
+
+
+@pytest.fixture
+def float64_contrib_backend():
+    with contrib_backend("float64"):
+        yield
+
+
+@pytest.fixture
+def float32_contrib_backend():
+    """Pyro's default dtype, as Pyro's own tests run."""
+    with contrib_backend("float32"):
+        yield

@@ -26,13 +26,19 @@ BACKEND = funsor.get_backend()
 
 
 # ------------------------------------------------- examples/forward_backward.py
-def forward_algorithm(factors, step):
-    """Z = p(y[0:T]) by the forward algorithm, as the example writes it."""
+def drop_names(step):
+    """The example's renaming of each (prev, curr) pair to one summed
+    ``_drop_i`` name: ``(prev -> drop, curr -> drop, drop names)``."""
     step = OrderedDict(sorted(step.items()))
     drop = tuple(f"_drop_{i}" for i in range(len(step)))
     prev_to_drop = dict(zip(step.keys(), drop))
     curr_to_drop = dict(zip(step.values(), drop))
-    reduce_vars = frozenset(drop)
+    return prev_to_drop, curr_to_drop, frozenset(drop)
+
+
+def forward_algorithm(factors, step):
+    """Z = p(y[0:T]) by the forward algorithm, as the example writes it."""
+    prev_to_drop, curr_to_drop, reduce_vars = drop_names(step)
     alpha = factors[0]
     for trans in factors[1:]:
         alpha = (alpha(**curr_to_drop) + trans(**prev_to_drop)).reduce(
@@ -43,11 +49,7 @@ def forward_algorithm(factors, step):
 
 def forward_backward_algorithm(factors, step):
     """p(x[t], x[t-1] | Y) by explicit forward and backward passes."""
-    step = OrderedDict(sorted(step.items()))
-    drop = tuple(f"_drop_{i}" for i in range(len(step)))
-    prev_to_drop = dict(zip(step.keys(), drop))
-    curr_to_drop = dict(zip(step.values(), drop))
-    reduce_vars = frozenset(drop)
+    prev_to_drop, curr_to_drop, reduce_vars = drop_names(step)
     alpha = factors[0]
     beta = Tensor(ops.full_like(alpha.data, 0.0), alpha(x_curr="x_prev").inputs)
     betas = [beta]

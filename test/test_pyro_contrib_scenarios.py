@@ -14,23 +14,12 @@ import pyro.contrib.funsor  # noqa: E402, F401  (registers the pyroapi backend)
 import pyro.contrib.funsor.infer as contrib  # noqa: E402
 import torch  # noqa: E402
 from pyroapi import distributions as dist  # noqa: E402
-from pyroapi import handlers, infer, pyro, pyro_backend  # noqa: E402
+from pyroapi import handlers, infer, pyro  # noqa: E402
 from torch.distributions import constraints  # noqa: E402
 
 import funsor_lowering.pyro as compiled  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def float32_contrib_backend():
-    dtype = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float32)
-    try:
-        with pyro_backend("contrib.funsor"):
-            pyro.clear_param_store()
-            yield
-    finally:
-        pyro.clear_param_store()
-        torch.set_default_dtype(dtype)
+pytestmark = pytest.mark.usefixtures("float32_contrib_backend")
 
 
 # --------------------------------------------- test_elbo_enumerate_plate_11
