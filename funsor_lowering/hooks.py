@@ -318,6 +318,12 @@ def _install():
         "funsor.distribution",
         "Distribution._sample",
     )
+    hook_function(
+        "Distribution.eager_log_prob",
+        Distribution.__dict__["eager_log_prob"].__func__,
+        "funsor.distribution",
+        "Distribution.eager_log_prob",
+    )
     hook_method(
         "AdjointTape.__enter__",
         AdjointTape,

@@ -6,6 +6,7 @@ trajectory. The parameters the examples' closures capture are passed as
 arguments here: ``jit``, like ``jax.jit``, embeds captured arrays as
 constants, which take no gradient."""
 
+import math
 from collections import OrderedDict
 
 import funsor
@@ -215,3 +216,99 @@ def test_kalman_filter_example_trains_as_eager(route):
     jitted = jit(model)
     assert_same_training(train(jitted, params, data), train(model, params, data))
     assert jitted.cache_info()["compiled"] == 1
+
+
+# --------------------------------------------------------- examples/slds.py
+def slds_model(trans_probs, trans_noise, emit_noise, data):
+    """examples/slds.py's model, under its own ``moment_matching``
+    decorator, its parameters (funsor Tensors) as arguments."""
+    import funsor.torch.distributions as dist
+    import torch
+
+    @funsor.interpretations.moment_matching
+    def model(data):
+        log_prob = funsor.Number(0.0)
+        s_curr = Tensor(torch.tensor(0), dtype=2)
+        x_curr = Tensor(torch.tensor(0.0))
+        for t, y in enumerate(data):
+            s_prev = s_curr
+            x_prev = x_curr
+            s_curr = funsor.Variable(f"s_{t}", Bint[2])
+            log_prob += dist.Categorical(trans_probs[s_prev], value=s_curr)
+            x_curr = funsor.Variable(f"x_{t}", funsor.Real)
+            log_prob += dist.Normal(x_prev, trans_noise[s_curr], value=x_curr)
+            if t > 0:
+                log_prob = log_prob.reduce(ops.logaddexp, {s_prev.name, x_prev.name})
+            log_prob += dist.Normal(x_curr, emit_noise, value=y)
+        return log_prob.reduce(ops.logaddexp)
+
+    return model(data)
+
+
+@torch_only
+def test_slds_example_trains_as_eager():
+    import torch
+
+    params = [
+        torch.tensor([[0.9, 0.1], [0.1, 0.9]]),
+        torch.tensor([0.1, 1.0]),
+        torch.tensor(0.5),
+    ]
+    torch.manual_seed(0)
+    data = torch.randn(10)
+    jitted = jit(slds_model)
+
+    def eager_step(*args):
+        *params, data = args
+        return slds_model(*map(Tensor, params), data)
+
+    def jitted_step(*args):
+        *params, data = args
+        return jitted(*map(Tensor, params), data)
+
+    assert_same_training(
+        train(jitted_step, params, data), train(eager_step, params, data)
+    )
+    assert jitted.cache_info()["compiled"] == 1
+
+
+# --------------------------------------------------------- examples/pcfg.py
+def pcfg_uniform(components):
+    """examples/pcfg.py's ``Uniform``: a uniform mixture of components."""
+    components = tuple(components)
+    if len(components) == 1:
+        return components[0]
+    var = funsor.Variable("v", Bint[len(components)])
+    mixture = funsor.terms.Stack(var.name, components).reduce(ops.logaddexp, var.name)
+    return mixture - math.log(len(components))
+
+
+def pcfg_model(size, position=0):
+    """examples/pcfg.py's grammar over ``size`` binary symbols."""
+    if size == 1:
+        name = str(position)
+        return pcfg_uniform(
+            (
+                funsor.delta.Delta(name, funsor.Number(0, 2)),
+                funsor.delta.Delta(name, funsor.Number(1, 2)),
+            )
+        )
+    return pcfg_uniform(
+        pcfg_model(t, position) + pcfg_model(size - t, t + position)
+        for t in range(1, size)
+    )
+
+
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_pcfg_example_log_prob(size):
+    model = pcfg_model(size)
+
+    def log_prob(data):
+        obs = {str(i): data(i) for i in range(size)}
+        return model(**obs)
+
+    data = Tensor(
+        funsor.testing.randint(0, 2, (size,)), OrderedDict(i=Bint[size]), dtype=2
+    )
+    expected = log_prob(data)
+    assert_close(jit(log_prob)(data), expected)

@@ -352,3 +352,22 @@ def test_tensor_indexed_by_a_constant_state_under_moment_matching():
 
     probs = random_tensor(OrderedDict(), Reals[2, 2])
     assert_same_funsor(jit(row)(probs), row(probs))
+
+
+@pytest.mark.parametrize("last", [-1, -3, 2])
+def test_array_indexed_by_an_index_array_and_an_int_counts_ints_from_the_end(last):
+    def pick(x, i):
+        return x[i, last]
+
+    x = from_numpy(np.random.randn(4, 3))
+    i = from_numpy(np.array([3, 0, 2]))
+    np.testing.assert_allclose(to_numpy(jit(pick)(x, i)), to_numpy(pick(x, i)))
+
+
+def test_array_indexed_by_an_out_of_bounds_int_raises_index_error():
+    def pick(x, i):
+        return x[i, 3]
+
+    x = from_numpy(np.random.randn(4, 3))
+    with pytest.raises(IndexError, match="index 3 is out of bounds for size 3"):
+        jit(pick)(x, from_numpy(np.array([0, 1])))

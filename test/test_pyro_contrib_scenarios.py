@@ -153,3 +153,81 @@ def test_infer_discrete_samples_observed_on_values_drawn_under_enumeration(model
     for name in ("z1", "z2", "scale"):
         assert trace.nodes[name]["value"].shape == expected.nodes[name]["value"].shape
     assert torch.isfinite(trace.log_prob_sum())
+
+
+# ------------------------------------------ the pyroapi backend "funsor_lowering"
+def test_pyroapi_backend_names_this_packages_losses():
+    import pyroapi
+
+    with pyroapi.pyro_backend("funsor_lowering"):
+        assert infer.TraceEnum_ELBO is compiled.TraceEnum_ELBO
+        assert infer.TraceMarkovEnum_ELBO is compiled.TraceMarkovEnum_ELBO
+        assert infer.infer_discrete is compiled.infer_discrete
+        assert infer.Trace_ELBO is contrib.Trace_ELBO  # the rest is contrib's
+        pyro.clear_param_store()
+        for name, value in PLATE_11_PARAMS.items():
+            pyro.param(name, torch.tensor(value), constraint=constraints.simplex)
+        actual = infer.TraceEnum_ELBO(max_plate_nesting=2).differentiable_loss(
+            infer.config_enumerate(model_plate), infer.config_enumerate(guide_plate)
+        )
+    expected, _ = plate_11_loss_and_grads(contrib)
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6)
+
+
+PYROAPI_TEST_FILE = """
+import pyro.contrib.funsor
+import pyroapi
+import torch
+from pyroapi import distributions as dist, infer, pyro
+
+
+@pyroapi.pyro_backend("contrib.funsor")
+def test_enumerated_loss():
+    def model():
+        p = pyro.param("p", torch.tensor([0.3, 0.7]))
+        x = pyro.sample("x", dist.Categorical(p), infer={"enumerate": "parallel"})
+        pyro.sample("y", dist.Normal(x.float(), 1.0), obs=torch.tensor(0.5))
+
+    loss = infer.TraceEnum_ELBO(max_plate_nesting=0).differentiable_loss(
+        model, lambda: None
+    )
+    expected = -torch.logsumexp(
+        torch.tensor([0.3, 0.7]).log() + dist.Normal(torch.tensor([0.0, 1.0]), 1.0)
+        .log_prob(torch.tensor(0.5)), 0
+    )
+    torch.testing.assert_close(loss, expected)
+"""
+
+
+@pytest.mark.parametrize("infer_module", ["funsor_lowering", "contrib"])
+def test_pyro_plugin_runs_pyroapi_tests_with_this_packages_losses(
+    tmp_path, infer_module
+):
+    import subprocess
+    import sys
+
+    (tmp_path / "test_pyroapi_user.py").write_text(PYROAPI_TEST_FILE)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "funsor_lowering.conformance.pyro_plugin",
+            f"--pyro-infer={infer_module}",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            str(tmp_path / "test_pyroapi_user.py"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
+    reached = "funsor_lowering: 1 tests ran this package's losses"
+    assert (reached in result.stdout) == (infer_module == "funsor_lowering")

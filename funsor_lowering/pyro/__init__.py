@@ -8,7 +8,15 @@ and provides compiled drop-ins for ``pyro.contrib.funsor``'s enumeration
 losses and ``infer_discrete`` (same names, same arguments)::
 
     from funsor_lowering.pyro import TraceEnum_ELBO, infer_discrete
+
+Code written against pyroapi names the backend ``"funsor_lowering"``
+(``pyro.contrib.funsor``'s, with these in its ``infer`` module)::
+
+    with pyroapi.pyro_backend("funsor_lowering"):
+        ...
 """
+
+import pyroapi
 
 from .autogaussian import AutoGaussianCompiled
 from .discrete import infer_discrete
@@ -18,6 +26,9 @@ from .enum_elbo import (
     TraceEnum_ELBO,
     TraceMarkovEnum_ELBO,
 )
+from .infer import PYROAPI_BACKEND
+
+pyroapi.register_backend("funsor_lowering", PYROAPI_BACKEND)
 
 __all__ = [
     "AutoGaussianCompiled",

@@ -83,14 +83,16 @@ class SymbolicArray:
                 )
         if not arrays:  # never a one-item tuple op: see extra_ops.getslice_op
             return getslice_op(index)(self)
-        if len(arrays) > 1 and len(index) == self.ndim:
+        mixed = len(arrays) > 1 or any(isinstance(p, int) for p in index)
+        if mixed and len(index) == self.ndim:
             if all(k in arrays or isinstance(p, int) for k, p in enumerate(index)):
                 return _take_elements(self, index)
-        if len(arrays) > 1 or any(isinstance(p, int) for p in index):
+        if mixed:
             raise TypeError(
                 "indexing a traced value by an index array together with ints or "
-                "other index arrays (numpy's mixed advanced indexing) is not "
-                "supported; index with one integer array and slices"
+                "other index arrays (numpy's mixed advanced indexing) is supported "
+                "only where every dim is indexed so; otherwise index with one "
+                "integer array and slices"
             )
         return _take_along(self, index, arrays[0])
 
@@ -245,16 +247,21 @@ def _is_index_array(part):
 
 
 def _take_elements(x, index):
-    """``x[index]`` where every dim is indexed by an integer array or an int
-    (non-negative), the arrays broadcasting together (funsor's
-    ``Tensor[Tensor]`` indexes every dim so): the elements at the arrays'
-    flat positions, taken from ``x`` flattened."""
+    """``x[index]`` where every dim is indexed by an integer array or an int,
+    the arrays broadcasting together (funsor's ``Tensor[Tensor]`` indexes
+    every dim so): the elements at the arrays' flat positions, taken from
+    ``x`` flattened. A negative int counts from the end; array entries are
+    taken as non-negative (funsor's ``Bint`` values are)."""
     strides, total = [], 1
     for size in reversed(x.shape):
         strides.append(total)
         total *= size
     position = None
-    for part, stride in zip(index, reversed(strides)):
+    for part, stride, size in zip(index, reversed(strides), x.shape):
+        if isinstance(part, int):
+            if not -size <= part < size:
+                raise IndexError(f"index {part} is out of bounds for size {size}")
+            part %= size
         term = ops.mul(part, stride) if stride != 1 else part
         position = term if position is None else ops.add(position, term)
     return take(ops.ReshapeOp(shape=(total,))(x), position)

@@ -417,6 +417,17 @@ def traced_contract_tensors(reduced_vars, terms, backend):
     return result
 
 
+def traced_eager_log_prob(cls, *params):
+    """funsor's eager log density of a distribution over Tensors while
+    tracing (reached when an interpretation pushed by user code, such as
+    ``moment_matching``, stands above tracing's): through the lowering
+    rules, since funsor's builds a backend distribution on the data."""
+    result = evaluate_by_lowering(reflect.interpret(cls, *params))
+    if result is None:
+        return hooks.original("Distribution.eager_log_prob")(cls, *params)
+    return result
+
+
 def _has_free_variables(args):
     """Whether an argument is a lazy term with free inputs (a Variable, or a
     term over one); the named inputs of Tensors and Slices are data, not
@@ -554,6 +565,7 @@ def tracing_hooks(backend):
             "Tensor.eager_subs": traced_tensor_eager_subs,
             "Delta.eager_subs": traced_delta_eager_subs,
             "cnf._eager_contract_tensors": traced_contract_tensors,
+            "Distribution.eager_log_prob": traced_eager_log_prob,
             **gaussian_patterns.ops_only_gaussians(),
             "recipes.forward_filter_backward_rsample": dense_ffbs.rsample_recipe,
             **backend.tracing_hooks(),
