@@ -104,6 +104,24 @@ def tuple_item(x, index=0):
 TupleItemOp = type(tuple_item)
 
 
+@ops.UnaryOp.make(module_name="funsor_lowering.extra_ops")
+def real_part(x):
+    """The real part of a complex array (``x.real`` on every backend)."""
+    return x.real
+
+
+RealPartOp = type(real_part)
+
+
+@ops.UnaryOp.make(module_name="funsor_lowering.extra_ops")
+def imag_part(x):
+    """The imaginary part of a complex array (``x.imag``)."""
+    return x.imag
+
+
+ImagPartOp = type(imag_part)
+
+
 @ops.BinaryOp.make(module_name="funsor_lowering.extra_ops")
 def qr_project(m, u):
     """``(R, u @ Q)`` for the reduced QR factorization ``m = Q R`` of a tall
@@ -185,10 +203,12 @@ __all__ = [
     "CategoricalSampleOp",
     "DistributionLogProbOp",
     "DistributionSampleOp",
+    "ImagPartOp",
     "LogsumexpScanEmittingOp",
     "LogsumexpScanOp",
     "QrProjectOp",
     "RandnWithKeyOp",
+    "RealPartOp",
     "SplitKeyOp",
     "TakeOp",
     "TriangularSolveVectorsOp",
@@ -204,6 +224,8 @@ __all__ = [
     "split_key",
     "take",
     "getslice_op",
+    "imag_part",
+    "real_part",
     "triangular_solve_vectors",
     "tuple_item",
     "vecdot",

@@ -312,3 +312,76 @@ def test_pcfg_example_log_prob(size):
     )
     expected = log_prob(data)
     assert_close(jit(log_prob)(data), expected)
+
+
+# ------------------------------------------------------- examples/talbot.py
+@funsor.factory.make_funsor
+def InverseLaplace(
+    F: funsor.factory.Has[{"s"}],  # noqa: F821  (a variable name, not a type)
+    t: funsor.Funsor,
+    s: funsor.factory.Bound,
+) -> funsor.factory.Fresh[lambda F: F]:
+    """examples/talbot.py's inverse Laplace transform of F(s) at times t:
+    no closed form (lazy), approximated by the ``Talbot`` interpretation."""
+    return None
+
+
+class Talbot(funsor.interpretations.StatefulInterpretation):
+    """examples/talbot.py's numerical inversion, with ``num_steps`` terms."""
+
+    def __init__(self, num_steps):
+        super().__init__("talbot")
+        self.num_steps = num_steps
+
+
+@Talbot.register(InverseLaplace, funsor.Funsor, funsor.Funsor, funsor.Variable)
+def talbot(self, F, t, s):
+    import torch
+
+    n = self.num_steps
+    k = torch.arange(1, n)
+    cot = 1 / (math.pi / n * k).tan()
+    delta = torch.zeros(n, dtype=torch.complex64)
+    delta[0] = 2 * n / 5
+    delta[1:] = 2 * math.pi / 5 * k * (cot + 1j)
+    gamma = torch.zeros(n, dtype=torch.complex64)
+    gamma[0] = 0.5 * delta[0].exp()
+    gamma[1:] = (1 + 1j * math.pi / n * k * (1 + cot**2) - 1j * cot) * delta[1:].exp()
+    delta = Tensor(delta)["num_steps"]
+    gamma = Tensor(gamma)["num_steps"]
+    ilt = 0.4 / t * (gamma * F(**{s.name: delta / t})).reduce(ops.add, "num_steps")
+    return Tensor(ilt.data.real, ilt.inputs)  # a complex program, a real result
+
+
+def talbot_loss():
+    """The example's n-step kinetics fit: |InverseLaplace(F) - data| summed
+    over time points, lazy in ``rate`` and ``nsteps``."""
+    import torch
+
+    rate = funsor.Variable("rate", funsor.Real)
+    nsteps = funsor.Variable("nsteps", funsor.Real)
+    s = funsor.Variable("s", funsor.Real)
+    time = Tensor(torch.arange(0.04, 1.04, 0.04))["timepoint"]
+    noise = Tensor(torch.randn(time.inputs["timepoint"].size))["timepoint"] / 500
+    curve = 1 - torch.igammac(torch.tensor(4), 20 * time.data)
+    data = Tensor(curve)["timepoint"] + noise
+    F = rate**nsteps / (s * (rate + s) ** nsteps)
+    pred = InverseLaplace(F, time, "s")
+    return (pred - data).abs().reduce(ops.add, "timepoint")
+
+
+@torch_only
+def test_talbot_example_trains_as_eager():
+    import torch
+
+    torch.manual_seed(0)
+    loss = talbot_loss()
+
+    def step(rate, nsteps, data=None):
+        with Talbot(num_steps=32):
+            return -loss(rate=Tensor(rate), nsteps=Tensor(nsteps))
+
+    params = [torch.tensor(5.0), torch.tensor(2.0)]  # the example's start
+    jitted = jit(step)
+    assert_same_training(train(jitted, params, None), train(step, params, None))
+    assert jitted.cache_info()["compiled"] == 1

@@ -371,3 +371,16 @@ def test_array_indexed_by_an_out_of_bounds_int_raises_index_error():
     x = from_numpy(np.random.randn(4, 3))
     with pytest.raises(IndexError, match="index 3 is out of bounds for size 3"):
         jit(pick)(x, from_numpy(np.array([0, 1])))
+
+
+def test_complex_intermediates_with_real_and_imag_parts():
+    # examples/talbot.py computes in complex numbers, returning .real
+    def fn(x, w):
+        z = ops.exp(x * w)
+        return z.real + z.imag
+
+    x = from_numpy(np.random.randn(3))
+    w = from_numpy(np.array([1j, 0.5 + 2j, -1j]).astype(np.complex64))
+    np.testing.assert_allclose(
+        to_numpy(jit(fn)(x, w)), to_numpy(fn(x, w)), rtol=1e-6, atol=1e-6
+    )

@@ -28,7 +28,7 @@ from funsor.tensor import tensor_to_funsor
 from funsor.terms import to_funsor
 
 from ..dtypes import dtype_kind
-from ..extra_ops import getslice_op, take
+from ..extra_ops import getslice_op, imag_part, real_part, take
 from .concretization import refuse
 
 
@@ -142,6 +142,14 @@ class SymbolicArray:
 
     def logsumexp(self, dim, keepdim=False):
         return ops.logsumexp(self, dim, keepdim)
+
+    @property
+    def real(self):
+        return real_part(self)
+
+    @property
+    def imag(self):
+        return imag_part(self)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
