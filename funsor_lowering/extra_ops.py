@@ -105,6 +105,16 @@ TupleItemOp = type(tuple_item)
 
 
 @ops.UnaryOp.make(module_name="funsor_lowering.extra_ops")
+def relu(x):
+    """``max(x, 0)`` elementwise, with the backend's own ReLU gradient
+    (zero at 0): ``torch.relu``, ``jax.nn.relu``; numpy's ``maximum``."""
+    return np.maximum(x, 0)
+
+
+ReluOp = type(relu)
+
+
+@ops.UnaryOp.make(module_name="funsor_lowering.extra_ops")
 def real_part(x):
     """The real part of a complex array (``x.real`` on every backend)."""
     return x.real
@@ -209,6 +219,7 @@ __all__ = [
     "QrProjectOp",
     "RandnWithKeyOp",
     "RealPartOp",
+    "ReluOp",
     "SplitKeyOp",
     "TakeOp",
     "TriangularSolveVectorsOp",
@@ -226,6 +237,7 @@ __all__ = [
     "getslice_op",
     "imag_part",
     "real_part",
+    "relu",
     "triangular_solve_vectors",
     "tuple_item",
     "vecdot",

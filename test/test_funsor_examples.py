@@ -385,3 +385,81 @@ def test_talbot_example_trains_as_eager():
     jitted = jit(step)
     assert_same_training(train(jitted, params, None), train(step, params, None))
     assert jitted.cache_info()["compiled"] == 1
+
+
+# ---------------------------------------------------------- examples/vae.py
+def vae_networks():
+    """examples/vae.py's encoder and decoder (float32 torch modules, their
+    parameters captured by ``funsor.function``, as the example does)."""
+    import typing
+
+    import torch
+    from funsor.domains import Reals
+    from torch import nn
+    from torch.nn import functional as F
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(784, 400)
+            self.fc21 = nn.Linear(400, 20)
+            self.fc22 = nn.Linear(400, 20)
+
+        def forward(self, image: Reals[28, 28]) -> typing.Tuple[Reals[20], Reals[20]]:  # noqa: UP006
+            image = image.reshape(image.shape[:-2] + (-1,))
+            h1 = F.relu(self.fc1(image))
+            return self.fc21(h1), self.fc22(h1).exp()
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc3 = nn.Linear(20, 400)
+            self.fc4 = nn.Linear(400, 784)
+
+        def forward(self, z: Reals[20]) -> Reals[28, 28]:
+            h3 = F.relu(self.fc3(z))
+            out = torch.sigmoid(self.fc4(h3))
+            return out.reshape(out.shape[:-1] + (28, 28))
+
+    return Encoder(), Decoder()
+
+
+@torch_only
+def test_vae_example_loss_and_gradients_equal_eager():
+    import funsor.torch.distributions as dist
+    import pyro
+    import torch
+
+    torch.manual_seed(0)
+    encoder, decoder = vae_networks()
+    encode, decode = funsor.function(encoder), funsor.function(decoder)
+
+    @funsor.montecarlo.MonteCarlo()
+    def loss_function(data, subsample_scale):
+        loc, scale = encode(data)
+        q = funsor.Independent(
+            dist.Normal(loc["i"], scale["i"], value="z_i"), "z", "i", "z_i"
+        )
+        probs = decode("z")
+        p = dist.Bernoulli(probs["x", "y"], value=data["x", "y"])
+        p = p.reduce(ops.add, {"x", "y"})
+        elbo = funsor.Integrate(q, p - q, "z")
+        elbo = elbo.reduce(ops.add, "batch") * subsample_scale
+        return -elbo
+
+    images = (torch.rand(8, 28, 28) > 0.5).float()  # a batch of binary images
+    data = Tensor(images, OrderedDict(batch=Bint[8]))
+    params = list(encoder.parameters()) + list(decoder.parameters())
+    jitted = jit(loss_function)
+    for seed in (1, 2):  # compiles, then runs the cached program
+        with pyro.validation_enabled(False):  # as the example
+            torch.manual_seed(seed)
+            expected = loss_function(data, 7.5)
+            torch.manual_seed(seed)
+            actual = jitted(data, 7.5)
+        assert_close(actual, expected, rtol=1e-5)
+        expected_grads = torch.autograd.grad(expected.data, params)
+        actual_grads = torch.autograd.grad(actual.data, params)
+        for a, e in zip(actual_grads, expected_grads, strict=True):
+            torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4 * e.abs().max())
+    assert jitted.cache_info()["compiled"] == 1

@@ -21,6 +21,7 @@ from ..extra_ops import (  # noqa: E402
     RandnWithKeyOp,
     categorical_sample,
     qr_project,
+    relu,
     split_key,
 )
 from ..structure import iter_leaves  # noqa: E402
@@ -169,6 +170,9 @@ ops.amin.register(_funsor_jax_arrays)(_amin)
 
 
 hooks.install_jax_hooks()
+
+
+relu.register(_funsor_jax_arrays)(jax.nn.relu)
 
 
 @split_key.register(_funsor_jax_arrays)

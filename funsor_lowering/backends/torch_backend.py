@@ -22,6 +22,7 @@ from ..extra_ops import (
     LogsumexpScanOp,
     VecdotOp,
     categorical_sample,
+    relu,
     triangular_solve_vectors,
     vecdot,
 )
@@ -78,6 +79,12 @@ def _logsumexp(input, dim, keepdim=False):
     return ops.logsumexp(input, dim, keepdim)
 
 
+def _relu(input, inplace=False):
+    if inplace:  # refused as the function itself would be: no value to write
+        return NotImplemented
+    return relu(input)
+
+
 # torch functions (and Tensor methods torch dispatches as functions) with
 # an exact funsor.ops equivalent: recorded as it while tracing, as Pyro's
 # funsor code calls them on traced values
@@ -100,6 +107,9 @@ BACKEND_FUNCTIONS.update(
         torch.logsumexp: _logsumexp,
         torch.Tensor.logsumexp: _logsumexp,
         torch.matmul: ops.matmul,
+        torch.relu: relu,
+        torch.Tensor.relu: relu,
+        torch.nn.functional.relu: _relu,
         torch.nn.functional.linear: _linear,
     }
 )
@@ -261,6 +271,9 @@ def _logsumexp_scan_emitting(parts):
 
 def _same_floating_dtype(x, y):
     return isinstance(y, torch.Tensor) and x.dtype is y.dtype and x.is_floating_point()
+
+
+relu.register(torch.Tensor)(torch.relu)
 
 
 @vecdot.register(torch.Tensor, torch.Tensor)

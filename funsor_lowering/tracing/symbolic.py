@@ -28,7 +28,7 @@ from funsor.tensor import tensor_to_funsor
 from funsor.terms import to_funsor
 
 from ..dtypes import dtype_kind
-from ..extra_ops import getslice_op, imag_part, real_part, take
+from ..extra_ops import getslice_op, imag_part, real_part, relu, take
 from .concretization import refuse
 
 
@@ -155,7 +155,9 @@ class SymbolicArray:
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         equivalent = BACKEND_FUNCTIONS.get(func)
         if equivalent is not None:
-            return equivalent(*args, **(kwargs or {}))
+            result = equivalent(*args, **(kwargs or {}))
+            if result is not NotImplemented:  # else no exact equivalent
+                return result
         value = next(a for a in _leaves(args) if isinstance(a, SymbolicArray))
         refuse(value, f"torch.{getattr(func, '__name__', func)}")
 
@@ -176,6 +178,7 @@ _UNARY_METHODS = {
     "tanh": ops.tanh,
     "abs": ops.abs,
     "detach": ops.detach,
+    "relu": relu,
 }
 for _name, _op in _UNARY_METHODS.items():
     setattr(SymbolicArray, _name, lambda self, _op=_op: _op(self))
