@@ -463,3 +463,273 @@ def test_vae_example_loss_and_gradients_equal_eager():
         for a, e in zip(actual_grads, expected_grads, strict=True):
             torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4 * e.abs().max())
     assert jitted.cache_info()["compiled"] == 1
+
+
+# ------------------------------------------------------- examples/sensor.py
+def sensor_model(num_sensors):
+    """examples/sensor.py's biased-sensor Kalman filter (an ``nn.Module``,
+    float32 parameters), its forward in two parts: ``factors`` builds the
+    example's funsors from the parameters with torch and Pyro calls
+    (``.exp()``, ``MultivariateNormal``, ``dist_to_funsor``), which ``jit``
+    cannot trace as parameters of the program; ``filter`` is the
+    example's filtering loop over those funsors, the per-step work
+    ``jit`` compiles. It returns the log-likelihood and the final state's
+    posterior as a funsor (the example converts it with ``funsor_to_mvn``
+    to a torch distribution, neither an array nor a funsor: outside
+    ``jit``)."""
+    import funsor.torch.distributions as f_dist
+    import torch
+    from funsor.domains import Reals
+    from funsor.pyro.convert import dist_to_funsor
+    from pyro import distributions as pdist
+    from torch import nn
+
+    process_noise = torch.tensor(
+        [
+            [1 / 3, 0.0, 1 / 2, 0.0],
+            [0.0, 1 / 3, 0.0, 1 / 2],
+            [1 / 2, 0.0, 1.0, 0.0],
+            [0.0, 1 / 2, 0.0, 1.0],
+        ]
+    )
+    transition_matrix = torch.tensor(
+        [
+            [1.0, 0.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0, 0.0],
+            [1.0, 0.0, 1.0, 0.0],
+            [0.0, 1.0, 0.0, 1.0],
+        ]
+    )
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.log_bias_scale = nn.Parameter(torch.tensor(0.0))
+            self.log_obs_noise = nn.Parameter(torch.tensor(0.0))
+            self.log_trans_noise = nn.Parameter(torch.tensor(0.0))
+
+        def factors(self):
+            obs_dim = 2 * num_sensors
+            bias_scale = self.log_bias_scale.exp()
+            obs_noise = self.log_obs_noise.exp()
+            trans_noise = self.log_trans_noise.exp()
+            bias = funsor.Variable("bias", Reals[obs_dim])
+            bias_dist = dist_to_funsor(
+                pdist.MultivariateNormal(
+                    torch.zeros(obs_dim), scale_tril=bias_scale * torch.eye(obs_dim)
+                )
+            )(value=bias)
+            init = dist_to_funsor(
+                pdist.MultivariateNormal(torch.zeros(4), scale_tril=100 * torch.eye(4))
+            )(value="state")
+            prev = funsor.Variable("prev", Reals[4])
+            curr = funsor.Variable("curr", Reals[4])
+            trans_dist = f_dist.MultivariateNormal(
+                loc=prev @ transition_matrix,
+                scale_tril=trans_noise * torch.linalg.cholesky(process_noise),
+                value=curr,
+            )
+            state = funsor.Variable("state", Reals[4])
+            obs = funsor.Variable("obs", Reals[obs_dim])
+            observation_matrix = Tensor(
+                torch.eye(4, 2).unsqueeze(-1).expand(-1, -1, num_sensors).reshape(4, -1)
+            )
+            obs_loc = state @ observation_matrix + bias
+            observation_dist = f_dist.MultivariateNormal(
+                loc=obs_loc, scale_tril=obs_noise * torch.eye(obs_dim), value=obs
+            )
+            return bias_dist, init, trans_dist, observation_dist
+
+        @staticmethod
+        def filter(bias_dist, init, trans_dist, observation_dist, observations):
+            logp = bias_dist
+            curr = "state_init"
+            logp += init(state=curr)
+            for t, x in enumerate(observations):
+                prev, curr = curr, f"state_{t}"
+                logp += trans_dist(prev=prev, curr=curr)
+                logp += observation_dist(state=curr, obs=x)
+                logp = logp.reduce(ops.logaddexp, prev)
+            logp = logp.reduce(ops.logaddexp, "bias")
+            posterior = logp  # over the final state
+            return logp.reduce(ops.logaddexp).data, posterior
+
+        def forward(self, observations, filter=None):
+            return (filter or self.filter)(*self.factors(), observations)
+
+    return Model()
+
+
+def sensor_observations(num_frames, num_sensors):
+    """Biased, noisy observations of a random walk by ``num_sensors``
+    sensors of a position in the plane (float32, as the example's)."""
+    import torch
+
+    positions = torch.cumsum(torch.randn(num_frames, 2), 0)
+    bias = 4.0 * torch.randn(2 * num_sensors)
+    observations = positions.repeat(1, num_sensors) + bias
+    return observations + torch.randn(num_frames, 2 * num_sensors)
+
+
+@torch_only
+def test_sensor_example_trains_as_eager():
+    import torch
+    from funsor.pyro.convert import funsor_to_mvn
+
+    torch.manual_seed(0)
+    num_sensors = 2
+    observations = sensor_observations(5, num_sensors)
+
+    def fit(filter):
+        torch.manual_seed(1)
+        model = sensor_model(num_sensors)
+        optim = torch.optim.Adam(model.parameters(), lr=0.1, betas=(0.5, 0.8))
+        losses = []
+        for _ in range(3):
+            optim.zero_grad()
+            log_prob, posterior = model(observations, filter)
+            loss = -log_prob
+            loss.backward()
+            losses.append(loss.item())
+            optim.step()
+        final_state = funsor_to_mvn(posterior, ndims=0).loc
+        return losses, [p.detach() for p in model.parameters()], final_state
+
+    jitted = jit(sensor_model(num_sensors).filter)
+    expected, actual = fit(None), fit(jitted)
+    assert jitted.cache_info()["compiled"] == 1
+    # float32 filtering: the same ops, evaluated in another order
+    np.testing.assert_allclose(actual[0], expected[0], rtol=1e-5)
+    for a, e in zip(actual[1], expected[1], strict=True):
+        np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(actual[2].detach(), expected[2].detach(), rtol=1e-4)
+
+
+@torch_only
+def test_sensor_example_forward_as_written_is_refused_not_frozen():
+    # The example's forward computes bias_scale = log_bias_scale.exp() with
+    # a torch call: jit would hold that value and its gradient graph from
+    # the one tracing call. It refuses, naming the tensor, rather than
+    # return stale values after the first optimizer step.
+    from funsor_lowering.tracing.tracer import UntracedValueError
+
+    model = sensor_model(2)
+    with pytest.raises(UntracedValueError, match="require grad"):
+        jit(model)(sensor_observations(3, 2))
+
+
+# ----------------------------------------------------- examples/eeg_slds.py
+def eeg_slds_model(num_components=2, hidden_dim=3, obs_dim=4, lag=1):
+    """examples/eeg_slds.py's switching linear dynamical system (its
+    defaults: the transition matrix depends on the switching state), with
+    its ``log_prob`` in two parts: ``factors`` (the example's
+    ``get_tensors_and_dists``: torch and Pyro calls on the parameters,
+    outside ``jit``) and ``loop``, the example's moment-matching filter
+    over those funsors, which ``jit`` compiles. Data: EEG-like float32
+    readings (the example downloads its data set)."""
+    import funsor.torch.distributions as dist
+    import pyro.distributions as pdist
+    import torch
+    from funsor.pyro.convert import matrix_and_mvn_to_funsor, mvn_to_funsor
+    from torch import nn
+
+    class SLDS(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transition_logits = nn.Parameter(
+                0.1 * torch.randn(num_components, num_components)
+            )
+            self.transition_matrix = nn.Parameter(
+                torch.eye(hidden_dim)
+                + 0.05 * torch.randn(num_components, hidden_dim, hidden_dim)
+            )
+            self.log_transition_noise = nn.Parameter(0.1 * torch.randn(hidden_dim))
+            self.observation_matrix = nn.Parameter(
+                0.3 * torch.randn(hidden_dim, obs_dim)
+            )
+            self.log_obs_noise = nn.Parameter(0.1 * torch.randn(obs_dim))
+            self.x_init_mvn = mvn_to_funsor(
+                pdist.MultivariateNormal(
+                    torch.zeros(hidden_dim), torch.eye(hidden_dim)
+                ),
+                real_inputs=OrderedDict([("x_0", funsor.Reals[hidden_dim])]),
+            )
+
+        def factors(self):
+            trans_logits = self.transition_logits - self.transition_logits.logsumexp(
+                dim=-1, keepdim=True
+            )
+            trans_probs = Tensor(trans_logits, OrderedDict(s=Bint[num_components]))
+            trans_mvn = pdist.MultivariateNormal(
+                torch.zeros(hidden_dim), self.log_transition_noise.exp().diag_embed()
+            )
+            obs_mvn = pdist.MultivariateNormal(
+                torch.zeros(obs_dim), self.log_obs_noise.exp().diag_embed()
+            )
+            x_trans_dist = matrix_and_mvn_to_funsor(
+                self.transition_matrix, trans_mvn, ("s",), "x", "y"
+            )
+            y_dist = matrix_and_mvn_to_funsor(
+                self.observation_matrix, obs_mvn, (), "x", "y"
+            )
+            return trans_probs, x_trans_dist, y_dist, self.x_init_mvn
+
+        @staticmethod
+        @funsor.interpretations.moment_matching
+        def loop(trans_probs, x_trans_dist, y_dist, x_init_mvn, data):
+            log_prob = funsor.Number(0.0)
+            s_vars = {-1: Tensor(torch.tensor(0), dtype=num_components)}
+            x_vars = {}
+            for t, y in enumerate(data):
+                s_vars[t] = funsor.Variable(f"s_{t}", Bint[num_components])
+                x_vars[t] = funsor.Variable(f"x_{t}", funsor.Reals[hidden_dim])
+                log_prob += dist.Categorical(
+                    trans_probs(s=s_vars[t - 1]), value=s_vars[t]
+                )
+                if t == 0:
+                    log_prob += x_init_mvn(value=x_vars[t])
+                else:
+                    log_prob += x_trans_dist(s=s_vars[t], x=x_vars[t - 1], y=x_vars[t])
+                if t > lag - 1:
+                    log_prob = log_prob.reduce(
+                        ops.logaddexp, {s_vars[t - lag], x_vars[t - lag]}
+                    )
+                log_prob += y_dist(s=s_vars[t], x=x_vars[t], y=y)
+            T = data.shape[0]
+            for t in range(lag):
+                log_prob = log_prob.reduce(
+                    ops.logaddexp, {s_vars[T - lag + t], x_vars[T - lag + t]}
+                )
+            assert not log_prob.inputs, "unexpected free variables remain"
+            return log_prob.data
+
+        def log_prob(self, data, loop=None):
+            return (loop or self.loop)(*self.factors(), data)
+
+    return SLDS()
+
+
+@torch_only
+def test_eeg_slds_example_trains_as_eager():
+    import torch
+
+    def fit(loop):
+        torch.manual_seed(0)
+        slds = eeg_slds_model()
+        data = torch.randn(6, 4)
+        optim = torch.optim.Adam(slds.parameters(), lr=0.03)
+        losses = []
+        for _ in range(3):
+            optim.zero_grad()
+            loss = -slds.log_prob(data, loop)
+            loss.backward()
+            losses.append(loss.item())
+            optim.step()
+        return losses, [p.detach() for p in slds.parameters()]
+
+    jitted = jit(eeg_slds_model().loop)
+    expected, actual = fit(None), fit(jitted)
+    assert jitted.cache_info()["compiled"] == 1
+    np.testing.assert_allclose(actual[0], expected[0], rtol=1e-5)
+    for a, e in zip(actual[1], expected[1], strict=True):
+        np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)

@@ -384,3 +384,48 @@ def test_complex_intermediates_with_real_and_imag_parts():
     np.testing.assert_allclose(
         to_numpy(jit(fn)(x, w)), to_numpy(fn(x, w)), rtol=1e-6, atol=1e-6
     )
+
+
+def test_captured_tensors_that_require_grad_stay_live_across_optimizer_steps():
+    # torch users capture a module's parameters: the program holds them by
+    # reference, and funsor.ops applied to them run on every call (never
+    # folded into a constant, stacked into a copy, or frozen)
+    torch = pytest.importorskip("torch")
+    if funsor.get_backend() != "torch":
+        pytest.skip("torch autograd")
+    weight = torch.nn.Parameter(torch.tensor([0.5, -1.0, 2.0]))
+    scale = torch.nn.Parameter(torch.tensor(0.3))
+
+    def loss(x):
+        return ops.sum(ops.mul(x, weight) * ops.exp(scale), 0)
+
+    x = torch.tensor([1.0, 2.0, 3.0])
+    jitted = jit(loss)
+    optim = torch.optim.SGD([weight, scale], lr=0.1)
+    for _ in range(3):
+        optim.zero_grad()
+        actual = jitted(x)
+        actual.backward()
+        actual_grads = [weight.grad.clone(), scale.grad.clone()]
+        expected = loss(x)
+        expected_grads = torch.autograd.grad(expected, [weight, scale])
+        torch.testing.assert_close(actual, expected)
+        for a, e in zip(actual_grads, expected_grads):
+            torch.testing.assert_close(a, e)
+        optim.step()
+    assert jitted.cache_info()["compiled"] == 1
+
+
+def test_captured_values_computed_with_autograd_outside_ops_are_refused():
+    torch = pytest.importorskip("torch")
+    if funsor.get_backend() != "torch":
+        pytest.skip("torch autograd")
+    from funsor_lowering.tracing.tracer import UntracedValueError
+
+    scale = torch.nn.Parameter(torch.tensor(0.3))
+
+    def loss(x):
+        return x * scale.exp()  # torch's exp on a captured parameter
+
+    with pytest.raises(UntracedValueError, match=r"shape \(\), dtype torch.float32"):
+        jit(loss)(torch.tensor([1.0, 2.0]))

@@ -56,6 +56,18 @@ class ArrayBackend:
         """``"real"``, ``"int"`` or ``"bool"`` for an array of this backend."""
         raise NotImplementedError
 
+    def requires_grad(self, value):
+        """Whether ``value`` takes part in the backend's autograd as a
+        captured value (a torch tensor that requires grad): a program holds
+        such a constant by reference, never a copy of it or a value computed
+        from it when compiling, which would freeze it."""
+        return False
+
+    def has_gradient_graph(self, value):
+        """Whether ``value`` was computed by the backend's autograd from
+        values that require grad (a torch tensor with a ``grad_fn``)."""
+        return False
+
     def code_type(self, value):
         """The type generated code for ``value`` is specialized for (one
         body serves subclasses that funsor dispatches as their base)."""

@@ -136,6 +136,12 @@ class TorchBackend(ArrayBackend):
     def is_array(self, value):
         return isinstance(value, torch.Tensor)
 
+    def requires_grad(self, value):
+        return isinstance(value, torch.Tensor) and value.requires_grad
+
+    def has_gradient_graph(self, value):
+        return isinstance(value, torch.Tensor) and value.grad_fn is not None
+
     def code_type(self, value):
         # parameters (Pyro's, nn.Module's) share the tensors' code
         return torch.Tensor if type(value) is torch.nn.Parameter else type(value)

@@ -100,13 +100,16 @@ def is_random(op):
 # ------------------------------------------------------------- constant folding
 def fold_constants(program):
     """Compute operations whose arguments are all constants (not random
-    ones), unless the result would be much larger than its inputs."""
+    ones, none requiring grad), unless the result would be much larger
+    than its inputs."""
     backend = array_backend(program.backend)
 
     def rule(editor, operation, args, value_type):
         values = [editor.constant_value(a) for a in args]
         if is_random(operation.op) or any(v is None for v in values):
             return None
+        if any(map(backend.requires_grad, values)):
+            return None  # computed on each call, as autograd needs
         if value_type is not None:
             size = math.prod(value_type.shape)
             inputs = sum(_size(v) for v in values)

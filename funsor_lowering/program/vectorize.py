@@ -329,7 +329,7 @@ def _batch(editor, program, types, members, group_of, backend, number):
     if not any(flags):
         return False
     rule = _rule(operation, flags, arg_types, types[members[0]], n)
-    if rule is None or _stacks_float_numbers(program, args, flags, group_of):
+    if rule is None or _stacks_unstackable(program, args, flags, group_of, backend):
         return False
     refs = []
     for pos, batched in enumerate(flags):
@@ -396,15 +396,16 @@ def _gather(editor, column, group_of, member_type, backend):
     )
 
 
-def _stacks_float_numbers(program, args, flags, group_of):
-    """Whether a batched argument would stack Python floats: their array
-    would have a dtype of its own (float64), where each number takes the
-    dtype of the array it meets (float32 stays float32, and a tensor that
-    requires grad is never handed to numpy)."""
+def _stacks_unstackable(program, args, flags, group_of, backend):
+    """Whether a batched argument would stack constants that must stay as
+    they are: Python floats (their array would have a dtype of its own,
+    float64, where each number takes the dtype of the array it meets), or
+    arrays that require grad (a stacked copy would freeze them)."""
     for pos, batched in enumerate(flags):
         column = [a[pos] for a in args]
         if batched and column[0] not in group_of:
-            if any(isinstance(program.constants[a], float) for a in column):
+            values = [program.constants[a] for a in column]
+            if any(isinstance(v, float) or backend.requires_grad(v) for v in values):
                 return True
     return False
 

@@ -631,6 +631,13 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
         for _, leaf in iter_paths(value)
     ]
     number = {id(node): editor.input(k) for k, node in enumerate(inputs)}
+    backend = recorder.backend
+
+    def constant(value, where):
+        """A captured array as a constant (held by reference)."""
+        if backend.has_gradient_graph(value):
+            raise _frozen_gradient(value, where)
+        return editor.add_constant(value)
 
     def visit(root, where):
         """Emit every node ``root`` needs (iteratively, in topological order)."""
@@ -642,7 +649,8 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
             if node.tainted is not None and not allow_constants:
                 array, consumer = node.tainted
                 raise _untraced(array, f"{where} (through {consumer!r})")
-            if not node.live:  # computed from constants only: a constant
+            if not node.live and not backend.requires_grad(node.value):
+                # computed from constants only: a constant
                 number[id(node)] = editor.add_constant(node.value)
                 continue
             if node.op is None:
@@ -659,7 +667,7 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
                 stack.extend((a, False) for a in pending)
                 continue
             args = [
-                number[id(a)] if isinstance(a, Node) else editor.add_constant(a)
+                number[id(a)] if isinstance(a, Node) else constant(a, where)
                 for a in node.args
             ]
             value_type = value_type_of(node.value, recorder.backend)
@@ -687,7 +695,7 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
         if node is None:
             if not allow_constants:
                 raise _untraced(value, "an output")
-            return editor.add_constant(value)
+            return constant(value, "an output")
         visit(node, "an output")
         return number[id(node)]
 
@@ -714,4 +722,17 @@ def _untraced(value, where):
         f"arrays), which the strict mode allow_constants=False refuses; compute "
         f"it with funsor.ops from the inputs, or drop allow_constants=False "
         f"to embed it as a constant"
+    )
+
+
+def _frozen_gradient(value, where):
+    return UntracedValueError(
+        f"{where} depends on a tensor (shape {tuple(value.shape)}, dtype "
+        f"{value.dtype}) computed from tensors that require grad by backend "
+        f"calls outside funsor.ops while tracing: a program would hold its "
+        f"value and gradient graph from that one call, stale after the first "
+        f"backward or optimizer step. Pass the tensors it is computed from as "
+        f"arguments, or compute it from them with funsor.ops inside the "
+        f"function (tensors that require grad captured as they are, such as "
+        f"a module's parameters, are held by reference and stay live)"
     )
