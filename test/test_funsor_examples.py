@@ -182,6 +182,7 @@ def train(step_fn, params, data, steps=3, lr=0.01):
 def assert_same_training(actual, expected):
     actual_losses, actual_params = actual
     expected_losses, expected_params = expected
+    assert np.isfinite(expected_losses).all()
     np.testing.assert_allclose(actual_losses, expected_losses, rtol=1e-5)
     for a, e in zip(actual_params, expected_params, strict=True):
         np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
@@ -598,6 +599,7 @@ def test_sensor_example_trains_as_eager():
     jitted = jit(sensor_model(num_sensors).filter)
     expected, actual = fit(None), fit(jitted)
     assert jitted.cache_info()["compiled"] == 1
+    assert np.isfinite(expected[0]).all()
     # float32 filtering: the same ops, evaluated in another order
     np.testing.assert_allclose(actual[0], expected[0], rtol=1e-5)
     for a, e in zip(actual[1], expected[1], strict=True):
@@ -730,6 +732,200 @@ def test_eeg_slds_example_trains_as_eager():
     jitted = jit(eeg_slds_model().loop)
     expected, actual = fit(None), fit(jitted)
     assert jitted.cache_info()["compiled"] == 1
+    assert np.isfinite(expected[0]).all()
+    np.testing.assert_allclose(actual[0], expected[0], rtol=1e-5)
+    for a, e in zip(actual[1], expected[1], strict=True):
+        np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)
+
+
+# -------------------------------------------------- examples/mixed_hmm/*.py
+MIXED_HMM_MISSING = 1e-6  # seal_data.py's stand-in for missing observations
+
+
+def mixed_hmm_data(sizes):
+    """seal_data.py's ``prepare_fake``: float32 observations (step, angle,
+    omega) of shape (individual, group, time), masks, and missing values."""
+    import torch
+
+    observations = torch.randn(
+        (sizes["individual"], sizes["group"], sizes["timesteps"], 3)
+    ).abs()
+    observations[observations >= 1.0] = 0.5
+    mask_i = (observations > float("-inf")).any(dim=-1).any(dim=-1)
+    mask_t = (observations > float("-inf")).all(dim=-1)
+    observations[observations == 0.0] = MIXED_HMM_MISSING
+    names = ("step", "angle", "omega")
+    # model.py's initialize_raggedness_masks: float masks over (i, g, t)
+    shape = mask_t.shape
+    mask_i = mask_i.unsqueeze(-1).expand(shape).to(observations.dtype)
+    mask_t = mask_t.to(observations.dtype)
+    return {n: observations[..., k] for k, n in enumerate(names)}, mask_i, mask_t
+
+
+def mixed_hmm_params(sizes):
+    """model.py's ``pyro.param`` values for discrete group and individual
+    random effects (constrained values; the unconstrained ones train)."""
+    import torch
+    from torch.distributions import biject_to, constraints
+
+    N_v, N_state, N_c = sizes["random"], sizes["state"], sizes["group"]
+    simplex, positive = constraints.simplex, constraints.positive
+    inits = {
+        "probs_e_g": (torch.randn(N_v).abs(), simplex),
+        "theta_g": (torch.randn(N_v, N_state, N_state), constraints.real),
+        "probs_e_i": (torch.randn(N_c, N_v).abs(), simplex),
+        "theta_i": (torch.randn(N_c, N_v, N_state, N_state), constraints.real),
+        "step_zi_param": (torch.ones(N_state, 2), simplex),
+        "step_param_concentration": (torch.randn(N_state).abs(), positive),
+        "step_param_rate": (torch.randn(N_state).abs(), positive),
+        "angle_param_concentration": (torch.randn(N_state).abs(), positive),
+        "angle_param_loc": (torch.randn(N_state).abs(), constraints.real),
+        "omega_zi_param": (torch.ones(N_state, 2), simplex),
+        "omega_param_concentration0": (torch.randn(N_state).abs(), positive),
+        "omega_param_concentration1": (torch.randn(N_state).abs(), positive),
+    }
+    unconstrained = {
+        name: biject_to(c).inv(v).detach().requires_grad_()
+        for name, (v, c) in inits.items()
+    }
+    constraint = {name: c for name, (_, c) in inits.items()}
+
+    def constrained():
+        return {n: biject_to(constraint[n])(u) for n, u in unconstrained.items()}
+
+    return unconstrained, constrained
+
+
+def mixed_hmm_loss(p, observations, mask_i, mask_t, zeroinflation=True):
+    """model.py's ``Model.__call__`` (discrete group and individual random
+    effects) and experiment.py's ``parallel_loss_fn``: -log p(data), the
+    chain over time reduced by ``MarkovProduct``, the plates ``g`` and
+    ``i`` by a lazy, optimized ``sum_product``."""
+    import funsor.torch.distributions as dist
+    import torch
+
+    N_i, N_c, T = mask_t.shape
+    N_v, N_state = p["probs_e_g"].shape[0], p["step_zi_param"].shape[0]
+    batch = OrderedDict(i=Bint[N_i], g=Bint[N_c], t=Bint[T])
+    obs = {k: Tensor(v, batch) for k, v in observations.items()}
+    masks = {"individual": Tensor(mask_i, batch), "timestep": Tensor(mask_t, batch)}
+    y_curr = OrderedDict(y_curr=Bint[N_state])
+
+    def per_state(name):
+        return Tensor(p[name], y_curr)
+
+    gamma = Tensor(torch.zeros(N_state, N_state), OrderedDict(y_prev=Bint[N_state]))
+    plate_g = Tensor(torch.zeros(N_c), OrderedDict(g=Bint[N_c]))
+    plate_i = Tensor(torch.zeros(N_i), OrderedDict(i=Bint[N_i]))
+    log_prob = []
+    e_g = funsor.Variable("e_g", Bint[N_v])
+    log_prob.append(plate_g + dist.Categorical(probs=Tensor(p["probs_e_g"]))(value=e_g))
+    theta_g = Tensor(p["theta_g"], OrderedDict(e_g=Bint[N_v], y_prev=Bint[N_state]))
+    eps_g = (plate_g + theta_g)(e_g=e_g)
+    e_i = funsor.Variable("e_i", Bint[N_v])
+    probs_e_i = Tensor(p["probs_e_i"], OrderedDict(g=Bint[N_c]))
+    log_prob.append(
+        plate_g
+        + plate_i
+        + dist.Categorical(probs=probs_e_i)(value=e_i) * masks["individual"](t=0)
+    )
+    theta_i = Tensor(
+        p["theta_i"],
+        OrderedDict(g=Bint[N_c], e_i=Bint[N_v], y_prev=Bint[N_state]),
+    )
+    eps_i = plate_i + plate_g + theta_i(e_i=e_i)
+    gamma = gamma + eps_g + eps_i
+    gamma_y = gamma(y_prev="y(t=1)")
+    y = funsor.Variable("y", Bint[N_state])
+    y_dist = (
+        plate_g
+        + plate_i
+        + dist.Categorical(probs=gamma_y.exp() / gamma_y.exp().sum())(value=y)
+    )
+    step_dist = (
+        plate_g
+        + plate_i
+        + dist.Gamma(
+            concentration=per_state("step_param_concentration")(y_curr=y),
+            rate=per_state("step_param_rate")(y_curr=y),
+        )(value=obs["step"])
+    )
+    angle_dist = (
+        plate_g
+        + plate_i
+        + dist.VonMises(
+            loc=per_state("angle_param_loc")(y_curr=y),
+            concentration=per_state("angle_param_concentration")(y_curr=y),
+        )(value=obs["angle"])
+    )
+    omega_dist = (
+        plate_g
+        + plate_i
+        + dist.Beta(
+            concentration1=per_state("omega_param_concentration1")(y_curr=y),
+            concentration0=per_state("omega_param_concentration0")(y_curr=y),
+        )(value=obs["omega"])
+    )
+    if zeroinflation:
+        for name, zi in (("step", "zi_step"), ("omega", "zi_omega")):
+            zi_param = Tensor(p[f"{name}_zi_param"], y_curr)
+            zi_dist = dist.Categorical(probs=zi_param(y_curr=y))(value=zi)
+            missing = (
+                plate_g + plate_i + dist.Delta(MIXED_HMM_MISSING, 0.0)(value=obs[name])
+            )
+            dense = step_dist if name == "step" else omega_dist
+            mixed = (zi_dist + funsor.terms.Stack(zi, (dense, missing))).reduce(
+                ops.logaddexp, zi
+            )
+            if name == "step":
+                step_dist = mixed
+            else:
+                omega_dist = mixed
+    hmm_factor = step_dist + angle_dist + omega_dist
+    hmm_factor = hmm_factor * masks["individual"] * masks["timestep"]
+    log_prob.insert(0, hmm_factor + y_dist)
+
+    # experiment.py's parallel_loss_fn
+    t_term, new_factors = log_prob[0], log_prob[1:]
+    t = funsor.to_funsor("t", t_term.inputs["t"])
+    chain = funsor.sum_product.MarkovProduct(
+        ops.logaddexp, ops.add, t_term, t, {"y(t=1)": "y"}
+    )
+    new_factors = [chain] + new_factors
+    eliminate = frozenset().union(*(f.inputs for f in new_factors))
+    with lazy:
+        loss = funsor.sum_product.sum_product(
+            ops.logaddexp, ops.add, new_factors, eliminate, frozenset(["g", "i"])
+        )
+    loss = apply_optimizer(loss)
+    assert not loss.inputs
+    return -loss.data
+
+
+@torch_only
+def test_mixed_hmm_example_trains_as_eager():
+    import torch
+
+    sizes = {"state": 3, "random": 2, "group": 2, "individual": 3, "timesteps": 5}
+
+    def fit(loss_fn):
+        torch.manual_seed(0)
+        observations, mask_i, mask_t = mixed_hmm_data(sizes)
+        unconstrained, constrained = mixed_hmm_params(sizes)
+        optim = torch.optim.Adam(unconstrained.values(), lr=0.05)
+        losses = []
+        for _ in range(3):
+            optim.zero_grad()
+            loss = loss_fn(constrained(), observations, mask_i, mask_t)
+            loss.backward()
+            losses.append(loss.item())
+            optim.step()
+        return losses, [u.detach() for u in unconstrained.values()]
+
+    jitted = jit(mixed_hmm_loss)
+    expected, actual = fit(mixed_hmm_loss), fit(jitted)
+    assert jitted.cache_info()["compiled"] == 1
+    assert np.isfinite(expected[0]).all()
     np.testing.assert_allclose(actual[0], expected[0], rtol=1e-5)
     for a, e in zip(actual[1], expected[1], strict=True):
         np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)
