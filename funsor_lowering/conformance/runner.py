@@ -56,18 +56,23 @@ def funsor_tests(cache=DEFAULT_CACHE, version=funsor.__version__):
 def run_suites(tests, backend, files=None, timeout=3600):
     """Run funsor's test files (all, or ``files``) on ``backend`` eagerly
     and compiled, in two fresh pytest processes side by side; for each mode
-    ``({test id: record}, seconds)``."""
+    ``({test id: record}, seconds)``, the records ``None`` where the run
+    was stopped at ``timeout`` seconds (pytest writes the report when its
+    session ends: a stopped run has none)."""
     started = time.perf_counter()
     runs = {mode: _start(tests, backend, mode, files) for mode in MODES}
     results = {}
     for mode, (process, report) in runs.items():
         try:
             process.wait(timeout=max(1, timeout - (time.perf_counter() - started)))
+            records = _read_report(report)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+            os.remove(report)
+            records = None
         seconds = time.perf_counter() - started
-        results[mode] = (_read_report(report), seconds)
+        results[mode] = (records, seconds)
     return results
 
 
@@ -141,6 +146,9 @@ def main(argv=None):
     parser.add_argument("--files", nargs="*", help="test files (default: all)")
     parser.add_argument("--cache", default=str(DEFAULT_CACHE))
     parser.add_argument(
+        "--timeout", type=float, default=3600, help="seconds per backend (both runs)"
+    )
+    parser.add_argument(
         "--write", metavar="PATH", help="write the markdown table (docs/conformance.md)"
     )
     parser.add_argument(
@@ -153,8 +161,18 @@ def main(argv=None):
     results = {}
     failed = False
     for backend in args.backend:
-        runs = run_suites(tests, backend, args.files)
+        runs = run_suites(tests, backend, args.files, args.timeout)
         (eager, eager_s), (compiled, compiled_s) = runs["eager"], runs["compiled"]
+        if eager is None or compiled is None:
+            stopped = [m for m in MODES if runs[m][0] is None]
+            print(
+                f"{backend}: STOPPED at the time limit ({args.timeout:.0f} s) "
+                f"before the {' and '.join(stopped)} run finished: no results",
+                flush=True,
+            )
+            results[backend] = None
+            failed = True
+            continue
         files, regressions, unexpected, stale = compare(eager, compiled, backend)
         results[backend] = (files, regressions, unexpected, eager_s, compiled_s)
         total = sum(files.values(), Counter())
@@ -198,6 +216,15 @@ def markdown(results, version):
         "| file | tests | eager | compiled | ran compiled | excluded | unexpected |"
     )
     for backend, result in results.items():
+        if result is None:
+            lines += [
+                f"## {backend}",
+                "",
+                "Not in the last run: it was stopped at the time limit "
+                "(`--timeout`) before funsor's suite finished.",
+                "",
+            ]
+            continue
         files, regressions, unexpected, eager_s, compiled_s = result
         lines += [
             f"## {backend}",
