@@ -811,9 +811,6 @@ def mixed_hmm_loss(p, observations, mask_i, mask_t, zeroinflation=True):
     masks = {"individual": Tensor(mask_i, batch), "timestep": Tensor(mask_t, batch)}
     y_curr = OrderedDict(y_curr=Bint[N_state])
 
-    def per_state(name):
-        return Tensor(p[name], y_curr)
-
     gamma = Tensor(torch.zeros(N_state, N_state), OrderedDict(y_prev=Bint[N_state]))
     plate_g = Tensor(torch.zeros(N_c), OrderedDict(g=Bint[N_c]))
     plate_i = Tensor(torch.zeros(N_i), OrderedDict(i=Bint[N_i]))
@@ -842,46 +839,44 @@ def mixed_hmm_loss(p, observations, mask_i, mask_t, zeroinflation=True):
         + plate_i
         + dist.Categorical(probs=gamma_y.exp() / gamma_y.exp().sum())(value=y)
     )
-    step_dist = (
-        plate_g
-        + plate_i
-        + dist.Gamma(
-            concentration=per_state("step_param_concentration")(y_curr=y),
-            rate=per_state("step_param_rate")(y_curr=y),
-        )(value=obs["step"])
-    )
-    angle_dist = (
-        plate_g
-        + plate_i
-        + dist.VonMises(
-            loc=per_state("angle_param_loc")(y_curr=y),
-            concentration=per_state("angle_param_concentration")(y_curr=y),
-        )(value=obs["angle"])
-    )
-    omega_dist = (
-        plate_g
-        + plate_i
-        + dist.Beta(
-            concentration1=per_state("omega_param_concentration1")(y_curr=y),
-            concentration0=per_state("omega_param_concentration0")(y_curr=y),
-        )(value=obs["omega"])
-    )
+
+    def observed(name, dist_class, **params):
+        """An observation site: ``dist_class`` with the parameters (named
+        by their ``pyro.param`` names) of hidden state ``y``."""
+        at_y = {k: Tensor(p[param], y_curr)(y_curr=y) for k, param in params.items()}
+        return plate_g + plate_i + dist_class(**at_y)(value=obs[name])
+
+    obs_dists = {
+        "step": observed(
+            "step",
+            dist.Gamma,
+            concentration="step_param_concentration",
+            rate="step_param_rate",
+        ),
+        "angle": observed(
+            "angle",
+            dist.VonMises,
+            loc="angle_param_loc",
+            concentration="angle_param_concentration",
+        ),
+        "omega": observed(
+            "omega",
+            dist.Beta,
+            concentration1="omega_param_concentration1",
+            concentration0="omega_param_concentration0",
+        ),
+    }
     if zeroinflation:
-        for name, zi in (("step", "zi_step"), ("omega", "zi_omega")):
+        for name in ("step", "omega"):
+            zi = f"zi_{name}"
             zi_param = Tensor(p[f"{name}_zi_param"], y_curr)
             zi_dist = dist.Categorical(probs=zi_param(y_curr=y))(value=zi)
             missing = (
                 plate_g + plate_i + dist.Delta(MIXED_HMM_MISSING, 0.0)(value=obs[name])
             )
-            dense = step_dist if name == "step" else omega_dist
-            mixed = (zi_dist + funsor.terms.Stack(zi, (dense, missing))).reduce(
-                ops.logaddexp, zi
-            )
-            if name == "step":
-                step_dist = mixed
-            else:
-                omega_dist = mixed
-    hmm_factor = step_dist + angle_dist + omega_dist
+            both = funsor.terms.Stack(zi, (obs_dists[name], missing))
+            obs_dists[name] = (zi_dist + both).reduce(ops.logaddexp, zi)
+    hmm_factor = obs_dists["step"] + obs_dists["angle"] + obs_dists["omega"]
     hmm_factor = hmm_factor * masks["individual"] * masks["timestep"]
     log_prob.insert(0, hmm_factor + y_dist)
 
