@@ -670,7 +670,7 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
                 number[id(a)] if isinstance(a, Node) else constant(a, where)
                 for a in node.args
             ]
-            value_type = value_type_of(node.value, recorder.backend)
+            value_type = value_type_of(node.value, backend)
             number[id(node)] = editor.emit(node.op, args, node.packed, value_type)
 
     def output_node(value):
