@@ -378,6 +378,22 @@ def install_jax_hooks():
         )
 
 
+def install_minipyro_hooks():
+    """Hook ``funsor.minipyro.apply_stack`` (it converts observed values to
+    funsors only if they are ``torch.Tensor``s); installed by the torch
+    adapter, once."""
+    import funsor.minipyro
+
+    if "minipyro.apply_stack" not in _INSTALLED:
+        hook_attribute(
+            "minipyro.apply_stack",
+            funsor.minipyro,
+            "apply_stack",
+            "funsor.minipyro",
+            "apply_stack",
+        )
+
+
 def _gaussian_add_pattern():
     """funsor's eager pattern for ``Binary(AddOp, Gaussian, Gaussian)``."""
     from funsor import ops

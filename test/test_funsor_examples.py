@@ -2,9 +2,10 @@
 words with the originals' structure, names and dtypes: each example's
 per-step computation run through ``funsor_lowering.jit`` equals eager
 funsor, and where the example trains, so do its gradients and its training
-trajectory. The parameters the examples' closures capture are passed as
-arguments here: ``jit``, like ``jax.jit``, embeds captured arrays as
-constants, which take no gradient."""
+trajectory. Most parameters are passed as arguments here, as the
+examples compute their funsors with torch and Pyro calls ``jit`` does not
+record; minipyro's param store is captured as it is (``jit`` holds tensors
+that require grad by reference)."""
 
 import math
 from collections import OrderedDict
@@ -924,3 +925,85 @@ def test_mixed_hmm_example_trains_as_eager():
     np.testing.assert_allclose(actual[0], expected[0], rtol=1e-5)
     for a, e in zip(actual[1], expected[1], strict=True):
         np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------------------ examples/minipyro.py
+def minipyro_model_and_guide():
+    """The example's conjugate model (a Normal ``loc`` observed through a
+    plate of ``data``) and its guide, written against pyroapi."""
+    from pyroapi import distributions as dist
+    from pyroapi import pyro
+    from torch.distributions import constraints
+
+    def model(data):
+        loc = pyro.sample("loc", dist.Normal(0.0, 1.0))
+        with pyro.plate("data", len(data), dim=-1):
+            pyro.sample("obs", dist.Normal(loc, 1.0), obs=data)
+
+    def guide(data):
+        import torch
+
+        guide_loc = pyro.param("guide_loc", torch.tensor(0.0))
+        guide_scale = pyro.param(
+            "guide_scale", torch.tensor(1.0), constraint=constraints.positive
+        )
+        pyro.sample("loc", dist.Normal(guide_loc, guide_scale))
+
+    return model, guide
+
+
+def minipyro_training(loss_fn, data, steps=3):
+    """minipyro's ``SVI.step`` around ``loss_fn(data)``: backward, one Adam
+    step per parameter of the param store, gradients zeroed. The losses,
+    and the constrained parameters after each step."""
+    import torch
+    from pyroapi import optim, pyro
+
+    torch.manual_seed(0)
+    pyro.get_param_store().clear()
+    adam = optim.Adam({"lr": 0.02})
+    losses, trajectory = [], []
+    for step in range(steps):
+        torch.manual_seed(step + 1)  # the Monte Carlo draw of each step
+        loss = loss_fn(data)
+        funsor.to_data(loss).backward()
+        params = [value for value, _ in pyro.get_param_store().values()]
+        adam(params)
+        for p in params:
+            p.grad = torch.zeros_like(p.grad)
+        losses.append(loss.item())
+        trajectory.append(
+            {
+                name: pyro.param(name).data.detach().clone()
+                for name in ("guide_loc", "guide_scale")
+            }
+        )
+    return losses, trajectory
+
+
+@torch_only
+def test_minipyro_example_trains_as_eager():
+    import torch
+    from funsor.montecarlo import MonteCarlo
+    from pyroapi import infer, pyro_backend
+
+    model, guide = minipyro_model_and_guide()
+    torch.manual_seed(0)
+    data = torch.randn(100) + 3.0  # float32, as the example
+    with pyro_backend("funsor"), MonteCarlo():
+        elbo = infer.Trace_ELBO()
+
+        def loss_fn(data):
+            return elbo(model, guide, data)
+
+        jitted = jit(loss_fn)
+        expected = minipyro_training(loss_fn, data)
+        actual = minipyro_training(jitted, data)
+    assert jitted.cache_info()["compiled"] == 1
+    assert np.isfinite(expected[0]).all()
+    np.testing.assert_allclose(actual[0], expected[0], rtol=1e-5)
+    # each step moved the parameters: the program reads the live param store
+    assert expected[1][0]["guide_scale"] != expected[1][-1]["guide_scale"]
+    for a, e in zip(actual[1], expected[1], strict=True):
+        for name in e:
+            torch.testing.assert_close(a[name], e[name], rtol=1e-5, atol=1e-6)

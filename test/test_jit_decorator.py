@@ -425,7 +425,72 @@ def test_captured_values_computed_with_autograd_outside_ops_are_refused():
     scale = torch.nn.Parameter(torch.tensor(0.3))
 
     def loss(x):
-        return x * scale.exp()  # torch's exp on a captured parameter
+        # a torch function with no exact funsor.ops equivalent
+        return x * torch.nn.functional.softplus(scale)
 
     with pytest.raises(UntracedValueError, match=r"shape \(\), dtype torch.float32"):
         jit(loss)(torch.tensor([1.0, 2.0]))
+
+
+def test_torch_calls_on_captured_parameters_are_recorded_live():
+    # torch's transforms constrain parameters with Tensor methods and
+    # operators (minipyro's param: transform_to(positive) is exp, then
+    # 0.0 + 1.0 * x); these run as their funsor.ops on every call, and a
+    # detached parameter is read afresh, not frozen at its first value
+    torch = pytest.importorskip("torch")
+    if funsor.get_backend() != "torch":
+        pytest.skip("torch autograd")
+    from torch.distributions import constraints, transform_to
+
+    unconstrained = torch.nn.Parameter(torch.tensor([0.5, -1.0]))
+
+    def loss(x):
+        scale = transform_to(constraints.positive)(unconstrained)
+        baseline = unconstrained.detach()
+        return (x * scale - baseline).sum()
+
+    x = torch.tensor([1.0, 2.0])
+    jitted = jit(loss)
+    optim = torch.optim.SGD([unconstrained], lr=0.5)
+    for _ in range(3):
+        optim.zero_grad()
+        actual = jitted(x)
+        actual.backward()
+        expected = loss(x)
+        (expected_grad,) = torch.autograd.grad(expected, [unconstrained])
+        torch.testing.assert_close(actual, expected)
+        torch.testing.assert_close(unconstrained.grad, expected_grad)
+        optim.step()
+    assert jitted.cache_info()["compiled"] == 1
+
+
+def test_under_monte_carlo_compiles_and_draws_as_eager():
+    # Pyro's and minipyro's training loops run inside MonteCarlo(): a
+    # jitted call there compiles under it, its sample_inputs part of the
+    # signature, and the compiling call takes eager's random numbers
+    if BACKEND == "jax":
+        pytest.skip("funsor's MonteCarlo on jax needs an rng_key (data)")
+    from funsor.montecarlo import MonteCarlo
+
+    def seed(value):
+        np.random.seed(value)
+        if BACKEND == "torch":
+            import torch
+
+            torch.manual_seed(value)
+
+    g = random_gaussian(OrderedDict(i=Bint[3], x=Real))
+    q = g - g.reduce(ops.logaddexp, "x")  # a normalized density over x
+
+    def expectation(q):
+        return funsor.Integrate(q, Variable("x", Real) ** 2, "x")
+
+    jitted = jit(expectation)
+    for sample_inputs, value in [({}, 1), ({}, 2), ({"n": Bint[4]}, 3)]:
+        with MonteCarlo(**sample_inputs):
+            seed(value)
+            expected = expectation(q)
+            seed(value)
+            actual = jitted(q)
+        assert_same_funsor(actual, expected)
+    assert jitted.cache_info() == {"signatures": 2, "compiled": 2, "cached": 1}

@@ -1,5 +1,6 @@
 """The interface each backend adapter implements."""
 
+import contextlib
 import importlib
 import itertools
 import math
@@ -237,6 +238,12 @@ class ArrayBackend:
         tracing: route backend calls that funsor makes outside ``funsor.ops``
         (jax's key splitting) through ops."""
         return {}
+
+    def recording_backend_calls(self):
+        """A context in effect while tracing that records backend calls on
+        captured values taking part in autograd as their ``funsor.ops``
+        equivalents (torch: see ``CapturedParameterCalls``)."""
+        return contextlib.nullcontext()
 
 
 class SelfCheckingJit:

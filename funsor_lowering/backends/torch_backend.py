@@ -16,6 +16,7 @@ import torch
 import torch.fx
 from funsor import ops
 
+from .. import hooks
 from ..dtypes import dtype_kind
 from ..extra_ops import (
     LogsumexpScanEmittingOp,
@@ -34,6 +35,7 @@ from .base import (
     python_literal,
     signature_of,
 )
+from .torch_minipyro import traced_apply_stack
 
 # Abstract evaluation runs ops on CPU stand-ins up to this many elements in
 # all (milliseconds of work at most), on ``meta`` tensors above.
@@ -85,6 +87,15 @@ def _relu(input, inplace=False):
     return relu(input)
 
 
+def _arithmetic(op, reflected=False):
+    def binary(input, other, **kwargs):
+        if kwargs:  # alpha=, rounding_mode=, out=: no exact op
+            return NotImplemented
+        return op(other, input) if reflected else op(input, other)
+
+    return binary
+
+
 # torch functions (and Tensor methods torch dispatches as functions) with
 # an exact funsor.ops equivalent: recorded as it while tracing, as Pyro's
 # funsor code calls them on traced values
@@ -104,6 +115,25 @@ BACKEND_FUNCTIONS.update(
             ]
             for fn in (getattr(torch, name), getattr(torch.Tensor, name))
         },
+        # arithmetic (torch's transforms compute loc + scale * x on
+        # parameters); torch passes reflected operators' operands swapped
+        **{
+            fn: _arithmetic(op)
+            for names, op in [
+                (("add",), ops.add),
+                (("sub",), ops.sub),
+                (("mul",), ops.mul),
+                (("div", "true_divide"), ops.truediv),
+                (("pow",), ops.pow),
+            ]
+            for name in names
+            for fn in (getattr(torch, name), getattr(torch.Tensor, name))
+        },
+        torch.Tensor.__rsub__: _arithmetic(ops.sub, reflected=True),
+        torch.Tensor.__rdiv__: _arithmetic(ops.truediv, reflected=True),
+        torch.Tensor.__rpow__: _arithmetic(ops.pow, reflected=True),
+        torch.neg: ops.neg,
+        torch.Tensor.neg: ops.neg,
         torch.logsumexp: _logsumexp,
         torch.Tensor.logsumexp: _logsumexp,
         torch.matmul: ops.matmul,
@@ -113,6 +143,26 @@ BACKEND_FUNCTIONS.update(
         torch.nn.functional.linear: _linear,
     }
 )
+
+
+class CapturedParameterCalls(torch.overrides.TorchFunctionMode):
+    """While tracing: a torch function with an exact ``funsor.ops``
+    equivalent, called on a captured tensor that requires grad (a param
+    store's or module's parameter), runs as that op, so the program
+    replays it on every call (minipyro's ``param`` constrains its
+    parameter with ``x.exp()``). Other calls run as usual."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        equivalent = BACKEND_FUNCTIONS.get(func)
+        if equivalent is not None and any(
+            isinstance(a, torch.Tensor) and a.requires_grad
+            for a in iter_leaves((args, kwargs))
+        ):
+            result = equivalent(*args, **kwargs)
+            if result is not NotImplemented:
+                return result
+        return func(*args, **kwargs)
 
 
 class TorchBackend(ArrayBackend):
@@ -138,6 +188,12 @@ class TorchBackend(ArrayBackend):
 
     def requires_grad(self, value):
         return isinstance(value, torch.Tensor) and value.requires_grad
+
+    def tracing_hooks(self):
+        return {"minipyro.apply_stack": traced_apply_stack}
+
+    def recording_backend_calls(self):
+        return CapturedParameterCalls()
 
     def has_gradient_graph(self, value):
         return isinstance(value, torch.Tensor) and value.grad_fn is not None
@@ -487,3 +543,4 @@ def _plain_keys(structure):
 
 
 BACKEND = TorchBackend()
+hooks.install_minipyro_hooks()

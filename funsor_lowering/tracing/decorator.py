@@ -11,7 +11,10 @@ shape, dtype and device, each funsor term's type and non-array parts
 (``.inputs``, domains), and the values of all other arguments, which are
 *static*: they must be hashable.
 
-Under an interpretation other than funsor's default ``eager`` (``lazy``,
+Under funsor's ``MonteCarlo()`` over ``eager`` (as Pyro's and minipyro's
+training loops run: without an ``rng_key``, which would be data), the
+call compiles with ``MonteCarlo`` in effect, its ``sample_inputs`` part of
+the signature. Under another interpretation (``lazy``,
 ``moment_matching``, ``reflect``, or while tracing), ``jit(fn)`` calls
 ``fn`` as written: there is nothing to compile, or the surrounding trace
 records ``fn``'s operations itself.
@@ -36,6 +39,7 @@ Example::
     1
 """
 
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -46,6 +50,7 @@ from collections import Counter, OrderedDict
 
 import funsor.interpreter
 from funsor.interpretations import eager
+from funsor.montecarlo import MonteCarlo
 from funsor.util import get_backend
 
 from ..backends import array_backend
@@ -110,20 +115,22 @@ class Jitted:
         return f"jit({self.__wrapped__!r})"
 
     def __call__(self, *args, **kwargs):
-        if not compiles_here():
+        layers = compiling_layers()
+        if layers is None:
             self._count("inlined")
             return self.__wrapped__(*args, **kwargs)
         backend = array_backend(get_backend())
-        key, leaves, terms = self._signature(backend, args, kwargs)
-        entry = self._entry(key, backend, args, kwargs)
+        key, leaves, terms = self._signature(backend, args, kwargs, layers)
+        entry = self._entry(key, backend, args, kwargs, layers)
         return entry(leaves, terms)
 
     def program(self, *args, **kwargs):
         """The :class:`~funsor_lowering.OpProgram` this function runs for
         the signature of ``args`` and ``kwargs`` (compiled if new)."""
+        layers = compiling_layers() or ()
         backend = array_backend(get_backend())
-        key = self._signature(backend, args, kwargs)[0]
-        return self._entry(key, backend, args, kwargs).program
+        key = self._signature(backend, args, kwargs, layers)[0]
+        return self._entry(key, backend, args, kwargs, layers).program
 
     def cache_info(self):
         """``{"signatures": programs cached, "compiled": calls that
@@ -166,9 +173,10 @@ class Jitted:
         where = path[1] if path[0] == 0 else repr(path[1])
         return f"argument {where}{path_suffix(path[2:])} of {self.__name__}"
 
-    def _signature(self, backend, args, kwargs):
-        """``(key, leaves, terms)``: the call's signature, its arrays, and
-        its funsor terms holding arrays (the result may hold them)."""
+    def _signature(self, backend, args, kwargs, layers):
+        """``(key, leaves, terms)``: the call's signature (with the
+        interpretation ``layers`` it compiles under), its arrays, and its
+        funsor terms holding arrays (the result may hold them)."""
         terms = []
         structure, leaves = flatten(
             self._marked(args, kwargs, backend),
@@ -179,16 +187,19 @@ class Jitted:
         leaf_types = tuple(
             (type(v), tuple(v.shape), str(v.dtype), _device(v)) for v in leaves
         )
-        return (backend.name, structure, leaf_types), leaves, terms
+        layer_keys = tuple(
+            (type(layer), tuple(layer.sample_inputs.items())) for layer in layers
+        )
+        return (backend.name, structure, leaf_types, layer_keys), leaves, terms
 
-    def _entry(self, key, backend, args, kwargs):
+    def _entry(self, key, backend, args, kwargs, layers):
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
                 self._counts["cached"] += 1
                 return entry
-        entry = self._compile(backend, args, kwargs)  # outside the lock
+        entry = self._compile(backend, args, kwargs, layers)  # outside the lock
         with self._lock:
             self._counts["compiled"] += 1
             self._entries[key] = entry
@@ -196,7 +207,7 @@ class Jitted:
                 self._entries.popitem(last=False)
         return entry
 
-    def _compile(self, backend, args, kwargs):
+    def _compile(self, backend, args, kwargs, layers):
         paths = []
         marked = self._marked(args, kwargs, backend)
         structure, leaves = flatten(
@@ -209,7 +220,10 @@ class Jitted:
         def traced(**arrays):
             terms, inputs = [], [arrays[n] for n in names]
             args, kwargs = unflatten(structure, inputs, terms)
-            result = fn(*args, **kwargs)
+            with contextlib.ExitStack() as stack:
+                for layer in reversed(layers):  # as the caller has them
+                    stack.enter_context(layer)
+                result = fn(*args, **kwargs)
             # the result's argument terms and arrays are given back as the
             # caller's own (adjoint's dict keys are terms it was given)
             results["structure"], leaves = flatten(
@@ -255,11 +269,25 @@ class _Entry:
         return f"_Entry({describe(self.result_structure)})"
 
 
-def compiles_here():
-    """Whether a jitted call compiles: funsor's default ``eager``
-    interpretation is active (not ``lazy``, a trace, ...), outside the
-    trace of another jitted call."""
-    return funsor.interpreter.get_interpretation() is eager and not _TRACING.get()
+def compiling_layers():
+    """The interpretations a jitted call compiles under, innermost first:
+    ``()`` under funsor's default ``eager``, ``MonteCarlo`` instances
+    without an ``rng_key`` entered over it; ``None`` (the call runs as
+    written) under any other interpretation or inside the trace of
+    another jitted call."""
+    if _TRACING.get():
+        return None
+    interpretation = funsor.interpreter.get_interpretation()
+    if interpretation is eager:
+        return ()
+    layers = interpretation.subinterpretations
+    base = eager.subinterpretations
+    if layers[len(layers) - len(base) :] != base:
+        return None
+    layers = layers[: len(layers) - len(base)]
+    if all(type(s) is MonteCarlo and s.rng_key is None for s in layers):
+        return layers
+    return None
 
 
 def _static(value, label, backend):

@@ -177,6 +177,11 @@ class OpRecorder:
                     result = abstract_result(
                         op, args, kwargs, recorder.backend, original
                     )
+                elif isinstance(op, RANDOM_OPS):
+                    # a draw the program makes: tracing takes none of the
+                    # caller's random numbers
+                    with recorder.backend.preserved_random_state():
+                        result = original(op, *args, **kwargs)
                 else:
                     result = original(op, *args, **kwargs)
             finally:
@@ -209,8 +214,11 @@ class OpRecorder:
             operands = list(operands[0])
         arg_nodes = [self.node(a) if self._is_array(a) else None for a in operands]
         arg_refs = [n if n is not None else a for n, a in zip(arg_nodes, operands)]
+        # live: changes between calls, through an input, a random draw or
+        # a captured value taking part in autograd (a parameter)
         live = isinstance(op, RANDOM_OPS) or any(
-            n is not None and n.live for n in arg_nodes
+            n.live if n is not None else self.backend.requires_grad(a)
+            for n, a in zip(arg_nodes, operands)
         )
         tainted = next(
             (n.tainted for n in arg_nodes if n is not None and n.tainted), None
@@ -553,24 +561,25 @@ def traced_tensor_sample(self, sampled_vars, sample_inputs, rng_key):
     return total
 
 
+@contextlib.contextmanager
 def tracing_hooks(backend):
-    """While tracing (a context manager: see :mod:`funsor_lowering.hooks`):
-    funsor's samplers record their draws as live ops, funsor's Gaussians
-    compute with ops, and the backend routes its own calls (jax's key
-    splitting) through ops."""
-    return hooks.replaced(
-        {
-            "Distribution._sample": traced_distribution_sample,
-            "Tensor._sample": traced_tensor_sample,
-            "Tensor.eager_subs": traced_tensor_eager_subs,
-            "Delta.eager_subs": traced_delta_eager_subs,
-            "cnf._eager_contract_tensors": traced_contract_tensors,
-            "Distribution.eager_log_prob": traced_eager_log_prob,
-            **gaussian_patterns.ops_only_gaussians(),
-            "recipes.forward_filter_backward_rsample": dense_ffbs.rsample_recipe,
-            **backend.tracing_hooks(),
-        }
-    )
+    """While tracing (see :mod:`funsor_lowering.hooks`): funsor's samplers
+    record their draws as live ops, funsor's Gaussians compute with ops,
+    and the backend routes its own calls (jax's key splitting) and its
+    calls on captured values taking part in autograd through ops."""
+    replacements = {
+        "Distribution._sample": traced_distribution_sample,
+        "Tensor._sample": traced_tensor_sample,
+        "Tensor.eager_subs": traced_tensor_eager_subs,
+        "Delta.eager_subs": traced_delta_eager_subs,
+        "cnf._eager_contract_tensors": traced_contract_tensors,
+        "Distribution.eager_log_prob": traced_eager_log_prob,
+        **gaussian_patterns.ops_only_gaussians(),
+        "recipes.forward_filter_backward_rsample": dense_ffbs.rsample_recipe,
+        **backend.tracing_hooks(),
+    }
+    with hooks.replaced(replacements), backend.recording_backend_calls():
+        yield
 
 
 def trace_function(fn, kwargs, *, allow_constants=True):
@@ -666,9 +675,15 @@ def _build_program(recorder, kwargs, input_types, result, allow_constants):
                 stack.append((node, True))
                 stack.extend((a, False) for a in pending)
                 continue
+            prototype = isinstance(node.op, PROTOTYPE_OPS)
             args = [
-                number[id(a)] if isinstance(a, Node) else constant(a, where)
-                for a in node.args
+                number[id(a)]
+                if isinstance(a, Node)
+                # a prototype is read for its dtype and device only
+                else editor.add_constant(ops.detach(a))
+                if prototype and i == 0
+                else constant(a, where)
+                for i, a in enumerate(node.args)
             ]
             value_type = value_type_of(node.value, backend)
             number[id(node)] = editor.emit(node.op, args, node.packed, value_type)
