@@ -43,6 +43,9 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name):
     if name not in _EXPORTS:
         raise AttributeError(f"module 'funsor_lowering' has no attribute {name!r}")
+    # from the first public name on, funsor's interpretation stack is local
+    # to each thread and task (hooks installs it), before any block runs
+    importlib.import_module("funsor_lowering.hooks")
     value = getattr(importlib.import_module(_EXPORTS[name]), name)
     globals()[name] = value
     return value

@@ -242,3 +242,59 @@ def test_an_exception_in_a_block_leaves_nothing_behind():
         raise AssertionError("float() of a symbolic funsor did not raise")
     assert snapshot() == before
     assert float(Tensor(from_numpy(np.ones(2))).sum()) == 2.0
+
+
+FIRST_IMPORT_THEN_THREADS = """
+import os, threading, time
+import funsor
+from funsor.interpretations import lazy
+from funsor.interpreter import get_interpretation
+from funsor import ops
+from funsor.domains import Bint, Reals
+from funsor.terms import Variable
+from funsor_lowering import compile_funsor  # the first import, nothing called
+
+funsor.set_backend(os.environ["FUNSOR_BACKEND"])
+stop, seen = threading.Event(), []
+
+def compile_loop():
+    x, i = Variable("x", Reals[2]), Variable("i", Bint[2])
+    while not stop.is_set():  # lowering enters funsor interpretations
+        compile_funsor(x[i].reduce(ops.logaddexp, "i"))
+
+def lazy_loop():
+    y = Variable("y", Reals[2])
+    deadline = time.perf_counter() + 2.0
+    while time.perf_counter() < deadline:
+        with lazy:
+            (y * 3.0).exp().sum()  # a lazy term, built while the other compiles
+            seen.append(get_interpretation() is lazy)
+    stop.set()
+
+threads = [threading.Thread(target=lazy_loop), threading.Thread(target=compile_loop)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert all(seen), f"{seen.count(False)} of {len(seen)} lazy blocks saw another"
+print("ok")
+"""
+
+
+def test_stack_is_thread_local_from_the_first_import_of_a_public_name():
+    # before, only some entry points installed the thread-local stack: a
+    # thread's first compile installed it with that thread's block as every
+    # thread's base, and another thread's `with lazy:` saw it
+    import os
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-c", FIRST_IMPORT_THEN_THREADS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "FUNSOR_BACKEND": BACKEND},
+    )
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), (
+        result.stdout + result.stderr
+    )
