@@ -3,6 +3,7 @@ results, ``.inputs`` and layout equal eager funsor's on the same data;
 compiled once per signature; static arguments; errors; threads; gradients.
 Reference: the undecorated function, run by eager funsor."""
 
+import math
 import threading
 from collections import OrderedDict
 from functools import partial
@@ -257,6 +258,49 @@ def test_torch_gradients_equal_eager():
 
     for actual, expected in zip(grads(jit(loss)), grads(loss)):
         assert_matches(actual, expected)
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch autograd")
+@pytest.mark.parametrize("time_steps", [4, 7])
+@pytest.mark.parametrize("chain", ["sequential", "sarkka_bilmes"])
+def test_torch_gradients_with_impossible_transitions_equal_eager(chain, time_steps):
+    # -inf transition log-probabilities: a reduction over -inf entries only
+    # had NaN gradients in the program (torch.logsumexp's backward), finite
+    # ones in eager funsor
+    import torch
+
+    S = 3
+    torch.manual_seed(time_steps)
+    trans = torch.randn(time_steps, S, S)
+    trans[:, 0, 1] = -math.inf
+    trans[:, 2, :2] = -math.inf
+    init = torch.randn(S)
+    prev, curr = ("x_prev", "x_curr") if chain == "sequential" else ("_PREV_x", "x")
+    time = Variable("time", Bint[time_steps])
+
+    def marginal(init, trans):
+        t = Tensor(
+            trans,
+            OrderedDict(time=Bint[time_steps], **{prev: Bint[S]}, **{curr: Bint[S]}),
+        )
+        if chain == "sequential":
+            product = sequential_sum_product(
+                ops.logaddexp, ops.add, t, time, {prev: curr}
+            )
+        else:
+            product = sarkka_bilmes_product(
+                ops.logaddexp, ops.add, t, time, frozenset()
+            )
+        return (Tensor(init, OrderedDict({prev: Bint[S]})) + product).reduce(
+            ops.logaddexp
+        )
+
+    params = [init.requires_grad_(), trans.requires_grad_()]
+    expected = torch.autograd.grad(marginal(*params).data, params)
+    actual = torch.autograd.grad(jit(marginal)(*params).data, params)
+    for a, e in zip(actual, expected, strict=True):
+        assert torch.isfinite(e).all()
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="jax.grad")

@@ -230,8 +230,8 @@ class TorchBackend(ArrayBackend):
         return source, ("import torch",)
 
     def fast_implementation(self, op_type, params):
-        if op_type is ops.LogsumexpOp and params and params[0] is not None:
-            return torch.logsumexp  # (x, dim, keepdim), as funsor's wrapper calls it
+        if op_type is ops.LogsumexpOp and params:
+            return logsumexp  # (x, dim, keepdim), as funsor's wrapper calls it
         if op_type is LogsumexpScanOp:
             return _logsumexp_scan
         if op_type is LogsumexpScanEmittingOp:
@@ -319,9 +319,31 @@ class TorchBackend(ArrayBackend):
         return torch.as_tensor(array)
 
 
+def logsumexp(x, dim, keepdim=False):
+    """``torch.logsumexp`` whose gradient into a reduction over ``-inf``
+    entries only is 0, not NaN (torch's is ``0 * exp(-inf - -inf)``), as
+    eager funsor's (Pyro's log-space einsum): an HMM with impossible
+    transitions has finite gradients.
+
+    >>> x = torch.tensor([[-math.inf, -math.inf], [0.0, 1.0]], requires_grad=True)
+    >>> logsumexp(logsumexp(x, -1), 0).backward()
+    >>> x.grad
+    tensor([[0.0000, 0.0000],
+            [0.2689, 0.7311]])
+    """
+    if dim is None:
+        dim = tuple(range(x.dim()))
+    if x.numel() == 0 or not (x.requires_grad and torch.is_grad_enabled()):
+        return torch.logsumexp(x, dim, keepdim)  # the same values, faster
+    dead = x.detach().amax(dim, keepdim=True) == -math.inf
+    result = torch.logsumexp(x.masked_fill(dead, 0.0), dim, keepdim=True)
+    result = result.masked_fill(dead, -math.inf)
+    return result if keepdim else result.squeeze(dim)
+
+
 def _logsumexp_scan(alpha, steps, emissions=None):
     for n in range(steps.shape[-3]):
-        alpha = torch.logsumexp(alpha.unsqueeze(-1) + steps[..., n, :, :], -2)
+        alpha = logsumexp(alpha.unsqueeze(-1) + steps[..., n, :, :], -2)
         if emissions is not None:
             alpha = alpha + emissions[..., n, :]
     return alpha
