@@ -144,3 +144,32 @@ def test_a_shared_output_is_broadcast_over_the_batch():
     first, second = batched(**data)
     assert tuple(first.shape) == (4, 3) and tuple(second.shape) == (4,)
     assert_matches(second, np.full(4, to_numpy(program(**arrays)[1])))
+
+
+def test_vmap_of_a_program_making_an_arange():
+    # new_arange reads its prototype's dtype only: it was batched like its
+    # operand, and every call raised an internal shape error
+    def fn(x):
+        return x * ops.new_arange(x, 3)
+
+    rng = np.random.RandomState(0)
+    program = trace_function(fn, {"x": from_numpy(rng.randn(3))})
+    batch = from_numpy(rng.randn(4, 3))
+    expected = np.stack([to_numpy(fn(batch[i])) for i in range(4)])
+    np.testing.assert_allclose(to_numpy(program.vmap({"x": 0})(x=batch)), expected)
+
+
+def test_vmap_moved_to_a_device_serves_every_batch_size():
+    # .to() of a mapped program returned a plain program fixed to the batch
+    # size of its template
+    def fn(x, y):
+        return ops.exp(x) * y
+
+    rng = np.random.RandomState(0)
+    arrays = {"x": from_numpy(rng.randn(3)), "y": from_numpy(rng.randn(3))}
+    moved = trace_function(fn, arrays).vmap({"x": 0, "y": None}).to("cpu")
+    for size in (1, 2, 5):
+        x = from_numpy(rng.randn(size, 3))
+        expected = np.stack([to_numpy(fn(x[i], arrays["y"])) for i in range(size)])
+        actual = moved(x=x, y=arrays["y"])
+        np.testing.assert_allclose(to_numpy(actual), expected, rtol=1e-6)

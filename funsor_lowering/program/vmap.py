@@ -49,7 +49,13 @@ from .passes import emit_matmul, optimize
 from .runtime import prepared
 
 # Ops whose result depends on an operand's dtype only (never batched).
-_SHAPE_ONLY = (ops.NewZerosOp, ops.NewFullOp, ops.NewEyeOp, ops.FinfoOp)
+_SHAPE_ONLY = (
+    ops.NewArangeOp,
+    ops.NewZerosOp,
+    ops.NewFullOp,
+    ops.NewEyeOp,
+    ops.FinfoOp,
+)
 # Ops on the trailing axes of one operand, with no parameters to rewrite.
 _TRAILING = (ops.QrOp, ops.CholeskyOp, ops.CholeskyInverseOp, ops.TriangularInvOp)
 # Sizes a VmappedProgram keeps instantiated (least recently used dropped).
@@ -313,6 +319,11 @@ class VmappedProgram(OpProgram):
         if size is None or size == self.TEMPLATE_SIZE:
             return super().__call__(*args, **kwargs)
         return self.for_size(size)(**kwargs)
+
+    def to(self, device):
+        """This mapped program with its constants on ``device``, for any
+        batch size (see :meth:`OpProgram.to`)."""
+        return VmappedProgram(self.source.to(device), self.in_axes)
 
     def jit(self, compiler=None):
         sizes = {}
