@@ -22,6 +22,7 @@ NAMES = sorted(funsor_lowering.__all__) + ["__version__"]
 # Modules that need an optional dependency: (prefix, the packages it needs).
 OPTIONAL = {
     "funsor_lowering.backends.torch_backend": ("torch",),
+    "funsor_lowering.backends.torch_minipyro": ("torch",),
     "funsor_lowering.backends.jax_backend": ("jax",),
     "funsor_lowering.backends.jax_primitives": ("jax",),
     "funsor_lowering.backends.jax_tiering": ("jax",),
