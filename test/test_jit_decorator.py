@@ -538,3 +538,22 @@ def test_under_monte_carlo_compiles_and_draws_as_eager():
             actual = jitted(q)
         assert_same_funsor(actual, expected)
     assert jitted.cache_info() == {"signatures": 2, "compiled": 2, "cached": 1}
+
+
+def test_under_monte_carlo_code_that_does_not_trace_runs_as_written():
+    # before MonteCarlo compiled, such calls always ran as written (funsor's
+    # own LogNormal sampler computes with torch outside funsor.ops); a
+    # signature that fails to trace there keeps running eagerly
+    if BACKEND == "jax":
+        pytest.skip("funsor's MonteCarlo on jax needs an rng_key (data)")
+    from funsor.montecarlo import MonteCarlo
+
+    def branching(t):
+        return t if bool(to_numpy(t.data).sum() > 0) else -t  # a Python branch
+
+    t = random_tensor(OrderedDict(i=Bint[2]))
+    jitted = jit(branching)
+    with MonteCarlo():
+        for _ in range(2):
+            assert_same_funsor(jitted(t), branching(t))
+    assert jitted.cache_info() == {"signatures": 0, "inlined": 2}

@@ -14,8 +14,10 @@ shape, dtype and device, each funsor term's type and non-array parts
 Under funsor's ``MonteCarlo()`` over ``eager`` (as Pyro's and minipyro's
 training loops run: without an ``rng_key``, which would be data), the
 call compiles with ``MonteCarlo`` in effect, its ``sample_inputs`` part of
-the signature. Under another interpretation (``lazy``,
-``moment_matching``, ``reflect``, or while tracing), ``jit(fn)`` calls
+the signature; a signature whose tracing fails there (a sampler computing
+outside ``funsor.ops``) runs as written from then on. Under another
+interpretation (``lazy``, ``moment_matching``, ``reflect``, or while
+tracing), ``jit(fn)`` calls
 ``fn`` as written: there is nothing to compile, or the surrounding trace
 records ``fn``'s operations itself.
 
@@ -107,6 +109,7 @@ class Jitted:
         self._entries = OrderedDict()  # signature -> _Entry, least recent first
         self._lock = threading.Lock()
         self._counts = Counter()
+        self._inlined = set()  # signatures under MonteCarlo that do not trace
 
     def __get__(self, instance, owner=None):
         return self if instance is None else types.MethodType(self, instance)
@@ -121,6 +124,22 @@ class Jitted:
             return self.__wrapped__(*args, **kwargs)
         backend = array_backend(get_backend())
         key, leaves, terms = self._signature(backend, args, kwargs, layers)
+        if layers:
+            # under MonteCarlo, code that does not trace (a sampler outside
+            # funsor.ops) runs as written, as it did before MonteCarlo
+            # compiled: eager raises any error of its own
+            with self._lock:
+                inlined = key in self._inlined
+            if not inlined:
+                try:
+                    entry = self._entry(key, backend, args, kwargs, layers)
+                except Exception:  # noqa: BLE001 - retried as written
+                    with self._lock:
+                        self._inlined.add(key)
+                else:
+                    return entry(leaves, terms)
+            self._count("inlined")
+            return self.__wrapped__(*args, **kwargs)
         entry = self._entry(key, backend, args, kwargs, layers)
         return entry(leaves, terms)
 
@@ -142,6 +161,7 @@ class Jitted:
     def cache_clear(self):
         with self._lock:
             self._entries.clear()
+            self._inlined.clear()
             self._counts.clear()
 
     def _count(self, what):
