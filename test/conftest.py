@@ -1,4 +1,6 @@
-"""Select the funsor backend the funsor way, once, from FUNSOR_BACKEND."""
+"""Select the funsor backend the funsor way, once, from FUNSOR_BACKEND, and
+the float dtype of test data from FUNSOR_FLOAT_DTYPE (see helpers.FLOAT_DTYPE:
+float32 on torch and jax, as Pyro and NumPyro users run them, by default)."""
 
 import contextlib
 import os
@@ -6,8 +8,23 @@ import os
 import funsor
 import pytest
 
+from .helpers import FLOAT_DTYPE
+
 BACKEND = os.environ.get("FUNSOR_BACKEND", "numpy")
 funsor.set_backend(BACKEND)
+if BACKEND == "torch":
+    import torch
+
+    torch.set_default_dtype(getattr(torch, FLOAT_DTYPE))
+elif BACKEND == "jax":
+    import jax
+
+    jax.config.update("jax_enable_x64", FLOAT_DTYPE == "float64")
+elif FLOAT_DTYPE != "float64":
+    raise ValueError(
+        f"FUNSOR_FLOAT_DTYPE={FLOAT_DTYPE}: the numpy backend's tests run in "
+        f"float64 (funsor's numpy dtype); float32 is for torch and jax"
+    )
 if BACKEND == "jax":
     # funsor 0.4.8 reduces ops.min with jnp.amax on jax; our jax backend
     # registers the true min when it is first used. Use it from the start,
@@ -18,7 +35,7 @@ if BACKEND == "jax":
 
 
 def pytest_report_header(config):
-    return f"funsor backend: {funsor.get_backend()}"
+    return f"funsor backend: {funsor.get_backend()}, float dtype: {FLOAT_DTYPE}"
 
 
 # Hypothesis: HYPOTHESIS_PROFILE=large runs the fuzzers longer from the command line.

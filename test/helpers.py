@@ -13,6 +13,15 @@ from funsor.tensor import Tensor
 from funsor.terms import Binary, Finitary, Funsor, Number, Tuple, Unary, Variable
 from funsor.testing import randn
 
+# The float dtype of test data: FUNSOR_FLOAT_DTYPE, by default each
+# backend's own default (numpy float64; torch and jax float32).
+FLOAT_DTYPE = os.environ.get(
+    "FUNSOR_FLOAT_DTYPE",
+    "float64" if os.environ.get("FUNSOR_BACKEND", "numpy") == "numpy" else "float32",
+)
+if FLOAT_DTYPE not in ("float32", "float64"):
+    raise ValueError(f"FUNSOR_FLOAT_DTYPE={FLOAT_DTYPE}: expected float32 or float64")
+
 
 def to_numpy(x):
     if isinstance(x, (bool, int, float, np.ndarray, np.generic)):
@@ -94,18 +103,25 @@ def assert_matches(actual, expected, rtol=1e-5, atol=1e-6, path="output"):
     np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, err_msg=path)
 
 
-def from_numpy(x):
-    """A numpy array as an array of the active backend."""
+def from_numpy(x, dtype=None):
+    """A numpy array as an array of the active backend, of ``dtype``; by
+    default float64 data (numpy's random numbers) is in the suite's float
+    dtype (``FLOAT_DTYPE``) and other dtypes are kept."""
     backend = funsor.get_backend()
+    if backend == "numpy":
+        return x if dtype is None else np.asarray(x, dtype)
+    x = np.asarray(x)
+    if dtype is None and x.dtype == np.float64:
+        dtype = FLOAT_DTYPE
+    if dtype is not None:
+        x = x.astype(dtype)
     if backend == "torch":
         import torch
 
         return torch.as_tensor(x)
-    if backend == "jax":
-        import jax.numpy as jnp
+    import jax.numpy as jnp
 
-        return jnp.asarray(x)
-    return x
+    return jnp.asarray(x)
 
 
 def backend_randn(*shape):

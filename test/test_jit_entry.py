@@ -41,9 +41,7 @@ def eager(fn, arrays):
 
 def arrays(seed, dtype=np.float32):
     rng = np.random.RandomState(seed)
-    return {
-        k: from_numpy(rng.randn(*d.shape).astype(dtype)) for k, d in DOMAINS.items()
-    }
+    return {k: from_numpy(rng.randn(*d.shape), dtype) for k, d in DOMAINS.items()}
 
 
 @pytest.fixture(scope="module", params=[model, single], ids=["nested", "single"])

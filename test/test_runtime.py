@@ -31,7 +31,7 @@ BACKEND = funsor.get_backend()
 
 
 def arrays_of(dtype, *shape, seed=0):
-    return from_numpy(np.random.RandomState(seed).randn(*shape).astype(dtype))
+    return from_numpy(np.random.RandomState(seed).randn(*shape), dtype)
 
 
 # ------------------------------------------------------------------ threads

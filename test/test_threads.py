@@ -20,9 +20,9 @@ from funsor.sum_product import sum_product
 from funsor.tensor import Tensor
 from funsor.terms import Variable
 
-from funsor_lowering import compile_function, compiling, trace_function
+from funsor_lowering import compile_function, compile_funsor, compiling, trace_function
 
-from .helpers import assert_matches, from_numpy, to_numpy
+from .helpers import assert_matches, evaluate, from_numpy, to_numpy
 
 BACKEND = funsor.get_backend()
 
@@ -298,3 +298,42 @@ def test_stack_is_thread_local_from_the_first_import_of_a_public_name():
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), (
         result.stdout + result.stderr
     )
+
+
+# ------------------------------------------------------------------ stress
+# 10,000 compiles in all, from 8 threads beside the eager-funsor thread.
+STRESS_COMPILES = 10_000
+
+
+def distinct_compiles(k, errors):
+    """``STRESS_COMPILES / 8`` compiles of expressions no other thread
+    compiles: a name shared across threads with other shapes (``x`` is
+    ``Reals[k + 2]`` in thread ``k``) and names unique to one compile; each
+    program is called once and checked against eager funsor."""
+    size = k % 8 + 2
+    i, j = Variable("i", Bint[size]), Variable("j", Bint[3])
+    x = Variable("x", Reals[size])
+    (x_data,) = arrays(k, (size,))
+    for n in range(STRESS_COMPILES // 8):
+        y = Variable(f"y_{k}_{n}", Reals[size, 3])
+        data = {"x": x_data, y.name: arrays(n, (size, 3))[0]}
+        if n % 3 == 2:  # a compiling block
+            with compiling as interp:
+                result = (y[i, j] * (n + 1.0)).reduce(ops.max, frozenset([i, j]))
+            program = interp.compile(result)
+            expected = to_numpy(data[y.name]).max() * (n + 1.0)
+        else:
+            if n % 3 == 0:
+                expr = ((x.exp() + n) * y[:, 0]).sum()
+            else:
+                expr = (x[i] + y[i, j]).reduce(ops.logaddexp, "i")
+            program = compile_funsor(expr)
+            expected = evaluate(expr, data).data
+        given = {name: data[name] for name in program.inputs}
+        assert_matches(program(**given), expected)
+
+
+def test_ten_thousand_compiles_from_threads_beside_eager_funsor():
+    errors, eager_rounds = run_threads([distinct_compiles], rounds=1)
+    assert not errors, errors[:3]
+    assert eager_rounds, "the eager thread never ran"

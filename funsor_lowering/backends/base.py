@@ -53,6 +53,15 @@ class ArrayBackend:
         """Whether ``value`` is an array of this backend."""
         raise NotImplementedError
 
+    # The array types a program of this backend may hold as constants.
+    native_array_types = ()
+
+    def native_constant(self, value):
+        """``value`` (a program constant) as this backend's array type: a
+        numpy array becomes an array of this backend with the dtype this
+        backend's ops would give it; other values are returned as they are."""
+        return value
+
     def dtype_kind(self, value):
         """``"real"``, ``"int"`` or ``"bool"`` for an array of this backend."""
         raise NotImplementedError

@@ -45,6 +45,15 @@ class JaxBackend(ArrayBackend):
     def is_array(self, value):
         return isinstance(value, (jax.Array, np.ndarray, np.generic))
 
+    native_array_types = (jax.Array,)
+
+    def native_constant(self, value):
+        # jax's own canonical dtype (float64 -> float32 without x64), as
+        # any jax op on the numpy array gives.
+        if isinstance(value, (np.ndarray, np.generic)):
+            return jnp.asarray(value)
+        return value
+
     def dtype_kind(self, value):
         return dtype_kind(value.dtype)
 

@@ -345,6 +345,8 @@ class NumpyBackend(ArrayBackend):
     def is_array(self, value):
         return isinstance(value, (np.ndarray, np.generic))
 
+    native_array_types = (np.ndarray, np.generic)
+
     number_arithmetic = _NUMBER_ARITHMETIC
     exact_number_dtypes = _EXACT_NUMBER_DTYPES
 

@@ -186,6 +186,13 @@ class TorchBackend(ArrayBackend):
     def is_array(self, value):
         return isinstance(value, torch.Tensor)
 
+    native_array_types = (torch.Tensor,)
+
+    def native_constant(self, value):
+        if isinstance(value, (np.ndarray, np.generic)):
+            return torch.as_tensor(np.asarray(value))
+        return value
+
     def requires_grad(self, value):
         return isinstance(value, torch.Tensor) and value.requires_grad
 

@@ -27,6 +27,7 @@ Example::
 
 import numbers
 
+import numpy as np
 from funsor.domains import Domain
 from funsor.util import get_backend
 
@@ -165,6 +166,38 @@ def as_value_type(spec):
 TRANSFORMATIONS = {}
 
 
+def _native_constants(constants, backend):
+    """``constants`` with numpy arrays converted to ``backend``'s arrays:
+    a program holds only its backend's array type (and Python numbers)."""
+    constants = tuple(constants)
+    if backend != "numpy" and any(
+        isinstance(c, (np.ndarray, np.generic)) for c in constants
+    ):
+        native = array_backend(backend).native_constant
+        constants = tuple(native(c) for c in constants)
+    return constants
+
+
+def _constant_fault(value, backend):
+    """Why ``value`` may not be a constant of a ``backend`` program, or ``None``.
+
+    Python numbers are weakly typed (they take their operands' dtype, as in
+    eager funsor); arrays must be the backend's own type."""
+    if type(value) in (bool, int, float):
+        return None
+    if backend not in _NATIVE_ARRAY_TYPES:
+        _NATIVE_ARRAY_TYPES[backend] = array_backend(backend).native_array_types
+    if isinstance(value, _NATIVE_ARRAY_TYPES[backend]):
+        return None
+    return (
+        f"a {backend} program holds only Python numbers and {backend} arrays "
+        f"as constants"
+    )
+
+
+_NATIVE_ARRAY_TYPES = {}
+
+
 def _new_instance(cls):
     # unpickling: an instance of cls, before __setstate__
     return cls.__new__(cls)
@@ -190,13 +223,13 @@ class OpProgram:
     def __init__(
         self, constants, inputs, operations, output, *, value_types=None, backend=None
     ):
-        self.constants = tuple(constants)
+        self.backend = get_backend() if backend is None else backend
+        self.constants = _native_constants(constants, self.backend)
         self.input_types = {
             name: as_value_type(spec) for name, spec in dict(inputs).items()
         }
         self.operations = tuple(operations)
         self.output = output
-        self.backend = get_backend() if backend is None else backend
         if value_types is None:
             value_types = (None,) * len(self.operations)
         self._operation_types = tuple(value_types)
@@ -278,6 +311,10 @@ class OpProgram:
                 f"value_types has {len(self._operation_types)} entries, "
                 f"expected one per operation ({len(self.operations)})"
             )
+        for k, value in enumerate(self.constants):
+            fault = _constant_fault(value, self.backend)
+            if fault:
+                raise ValueError(f"constant c{k} ({type(value).__name__}): {fault}")
         start = self.first_operation
         for k, operation in enumerate(self.operations):
             if not isinstance(operation, Operation):

@@ -284,6 +284,37 @@ def broadcast_step(red_op, bin_op, operands, removed):
     return functools.reduce(functools.partial(combine, bin_op), outer, result)
 
 
+# Pairs that distribute for all values: reductions move into the terms.
+_DISTRIBUTIVE = {
+    (ops.LogaddexpOp, ops.AddOp),
+    (ops.AddOp, ops.MulOp),
+    (ops.MaxOp, ops.AddOp),
+    (ops.MinOp, ops.AddOp),
+    (ops.OrOp, ops.AndOp),
+}
+# (max, mul) and (min, mul) distribute over nonnegative factors only.
+_SIGNED_EXTREMA = {(ops.MaxOp, ops.MulOp), (ops.MinOp, ops.MulOp)}
+
+
+def signed_extremum(red_op, terms, removed):
+    """``red_op`` (max or min) over ``removed`` of the product of ``terms``,
+    for factors of any sign: a factor ``a`` without the removed inputs is
+    monotone, so ``max_i(a * b_i) = max(a * max_i b_i, a * min_i b_i)``
+    (and the same for min). Where ``a >= 0`` it is funsor's ``a * max_i b_i``.
+    """
+    inner = [t for t in terms if any(n in t.batch for n in removed)]
+    outer = [t for t in terms if not any(n in t.batch for n in removed)]
+    product = functools.reduce(functools.partial(combine, ops.mul), inner)
+    domains = {n: product.batch[n] for n in removed}
+    if not outer:
+        return reduce_batch(red_op, product, removed, domains)
+    flipped_op = ops.min if type(red_op) is ops.MaxOp else ops.max
+    scale = functools.reduce(functools.partial(combine, ops.mul), outer)
+    high = combine(ops.mul, scale, reduce_batch(red_op, product, removed, domains))
+    low = combine(ops.mul, scale, reduce_batch(flipped_op, product, removed, domains))
+    return combine(red_op, high, low)
+
+
 def contract_planned(red_op, bin_op, terms, names_reduced):
     """Contract ``terms`` (no event shapes) along an opt_einsum path."""
     letters = {}
@@ -419,14 +450,21 @@ def contract(term, red_op, bin_op, reduced_vars, terms):
     ``terms`` lowered already."""
     require_values(term, *terms)
     domains = {v.name: v.output for v in reduced_vars}
-    if (
-        len(terms) > 1
-        and reduced_vars
-        and _is_einsum_pair(red_op, bin_op)
-        and not any(t.event_shape for t in terms)
-    ):
+    if len(terms) > 1 and reduced_vars:
+        # As funsor's eager evaluation, reduce each variable in the terms
+        # that have it, not in their whole broadcast product: smaller, and
+        # min_i(exp(a) * exp(b_i)) has a finite gradient by a only so.
         present = frozenset(n for t in terms for n in t.batch)
-        result = contract_planned(red_op, bin_op, terms, frozenset(domains))
+        removed = [n for n in domains if n in present]
+        if _is_einsum_pair(red_op, bin_op) and not any(t.event_shape for t in terms):
+            result = contract_planned(red_op, bin_op, terms, frozenset(domains))
+        elif (type(red_op), type(bin_op)) in _SIGNED_EXTREMA:
+            result = signed_extremum(red_op, terms, removed)
+        elif (type(red_op), type(bin_op)) in _DISTRIBUTIVE:
+            result = broadcast_step(red_op, bin_op, terms, removed)
+        else:
+            product = functools.reduce(functools.partial(combine, bin_op), terms)
+            result = reduce_batch(red_op, product, removed, domains)
         absent = [n for n in domains if n not in present]
         return reduce_batch(red_op, result, absent, domains) if absent else result
     product = functools.reduce(functools.partial(combine, bin_op), terms)
