@@ -49,12 +49,12 @@ class ArrayBackend:
     def activate(self):
         """Make sure funsor's op implementations for this backend are registered."""
 
+    # The backend's own array types: a program holds only these as constants.
+    native_array_types = ()
+
     def is_array(self, value):
         """Whether ``value`` is an array of this backend."""
-        raise NotImplementedError
-
-    # The array types a program of this backend may hold as constants.
-    native_array_types = ()
+        return isinstance(value, self.native_array_types)
 
     def native_constant(self, value):
         """``value`` (a program constant) as this backend's array type: a

@@ -342,9 +342,6 @@ class NumpyBackend(ArrayBackend):
             resolved[k] = (np.log, (), {})
         return _ignoring_divide, resolved
 
-    def is_array(self, value):
-        return isinstance(value, (np.ndarray, np.generic))
-
     native_array_types = (np.ndarray, np.generic)
 
     number_arithmetic = _NUMBER_ARITHMETIC

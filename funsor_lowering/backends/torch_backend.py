@@ -183,9 +183,6 @@ class TorchBackend(ArrayBackend):
             f"(torch.compile)"
         )
 
-    def is_array(self, value):
-        return isinstance(value, torch.Tensor)
-
     native_array_types = (torch.Tensor,)
 
     def native_constant(self, value):

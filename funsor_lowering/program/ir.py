@@ -185,17 +185,12 @@ def _constant_fault(value, backend):
     eager funsor); arrays must be the backend's own type."""
     if type(value) in (bool, int, float):
         return None
-    if backend not in _NATIVE_ARRAY_TYPES:
-        _NATIVE_ARRAY_TYPES[backend] = array_backend(backend).native_array_types
-    if isinstance(value, _NATIVE_ARRAY_TYPES[backend]):
+    if isinstance(value, array_backend(backend).native_array_types):
         return None
     return (
         f"a {backend} program holds only Python numbers and {backend} arrays "
         f"as constants"
     )
-
-
-_NATIVE_ARRAY_TYPES = {}
 
 
 def _new_instance(cls):

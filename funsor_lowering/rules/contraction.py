@@ -450,7 +450,8 @@ def contract(term, red_op, bin_op, reduced_vars, terms):
     ``terms`` lowered already."""
     require_values(term, *terms)
     domains = {v.name: v.output for v in reduced_vars}
-    if len(terms) > 1 and reduced_vars:
+    pair = (type(red_op), type(bin_op))
+    if len(terms) > 1 and reduced_vars and pair in _DISTRIBUTIVE | _SIGNED_EXTREMA:
         # As funsor's eager evaluation, reduce each variable in the terms
         # that have it, not in their whole broadcast product: smaller, and
         # min_i(exp(a) * exp(b_i)) has a finite gradient by a only so.
@@ -458,13 +459,10 @@ def contract(term, red_op, bin_op, reduced_vars, terms):
         removed = [n for n in domains if n in present]
         if _is_einsum_pair(red_op, bin_op) and not any(t.event_shape for t in terms):
             result = contract_planned(red_op, bin_op, terms, frozenset(domains))
-        elif (type(red_op), type(bin_op)) in _SIGNED_EXTREMA:
+        elif pair in _SIGNED_EXTREMA:
             result = signed_extremum(red_op, terms, removed)
-        elif (type(red_op), type(bin_op)) in _DISTRIBUTIVE:
-            result = broadcast_step(red_op, bin_op, terms, removed)
         else:
-            product = functools.reduce(functools.partial(combine, bin_op), terms)
-            result = reduce_batch(red_op, product, removed, domains)
+            result = broadcast_step(red_op, bin_op, terms, removed)
         absent = [n for n in domains if n not in present]
         return reduce_batch(red_op, result, absent, domains) if absent else result
     product = functools.reduce(functools.partial(combine, bin_op), terms)
