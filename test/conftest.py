@@ -77,3 +77,15 @@ def float32_contrib_backend():
     """Pyro's default dtype, as Pyro's own tests run."""
     with contrib_backend("float32"):
         yield
+
+
+# Pyro's tests (test_pyro_*.py: AutoGaussian, enumeration, jit) run each in
+# a forked process: a crash of the interpreter there, such as
+# torch.jit.trace can cause, fails that test and the run goes on.
+from .forked import pytest_configure, pytest_runtest_protocol  # noqa: E402, F401
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name.startswith("test_pyro_"):
+            item.add_marker(pytest.mark.forked)

@@ -12,7 +12,7 @@ import pyro  # noqa: E402
 import pyro.distributions as dist  # noqa: E402
 import torch  # noqa: E402
 from pyro import poutine  # noqa: E402
-from pyro.infer import SVI, Predictive, Trace_ELBO  # noqa: E402
+from pyro.infer import SVI, JitTrace_ELBO, Predictive, Trace_ELBO  # noqa: E402
 from pyro.infer.autoguide import AutoGaussian  # noqa: E402
 from pyro.optim import Adam  # noqa: E402
 
@@ -114,6 +114,32 @@ def test_elbo_gradients_equal_funsor_backend(model):
     assert_matches(loss_c, loss_f, rtol=1e-4)
     for gc, gf in zip(grads_c, grads_f):
         assert_matches(gc, gf, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
+def test_jit_trace_elbo_losses_and_gradients_equal_funsor_backend(model):
+    # Pyro's JitTrace_ELBO traces the first step and replays the trace after
+    reference, compiled = guides(model)
+
+    def steps(guide):
+        elbo = JitTrace_ELBO(
+            num_particles=3,
+            vectorize_particles=True,
+            max_plate_nesting=2,
+            ignore_jit_warnings=True,
+        )
+        results = []
+        for seed in (3, 4):
+            guide.zero_grad()
+            pyro.set_rng_seed(seed)
+            loss = elbo.loss_and_grads(model, guide)
+            results.append((loss, [p.grad.clone() for p in guide.parameters()]))
+        return results
+
+    for (loss_c, grads_c), (loss_f, grads_f) in zip(steps(compiled), steps(reference)):
+        assert_matches(torch.tensor(loss_c), torch.tensor(loss_f), rtol=1e-4)
+        for gc, gf in zip(grads_c, grads_f):
+            assert_matches(gc, gf, rtol=1e-3, atol=1e-5)
 
 
 def test_svi_and_predictive_run_and_recompile_for_new_particle_plates():

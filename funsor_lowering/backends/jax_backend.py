@@ -27,7 +27,7 @@ from ..extra_ops import (  # noqa: E402
 from ..structure import iter_leaves  # noqa: E402
 from . import jax_threefry  # noqa: E402
 from .base import ArrayBackend, SelfCheckingJit, nested_outputs  # noqa: E402
-from .jax_primitives import composed_kernel, specialize  # noqa: E402
+from .jax_primitives import composed_kernel, logsumexp, specialize  # noqa: E402
 from .jax_tiering import tiered  # noqa: E402
 from .numpy_backend import numpy_literal  # noqa: E402
 
@@ -104,6 +104,7 @@ class JaxBackend(ArrayBackend):
     # dispatch; a keyed draw is funsor's jax randn without ops.randn's
     fast_implementations = {
         ops.LogaddexpOp: jnp.logaddexp,
+        ops.LogsumexpOp: logsumexp,  # finite gradients over -inf rows
         RandnWithKeyOp: _randn_with_key,
     }
     # jax arrays are immutable, but programs may hold numpy constants

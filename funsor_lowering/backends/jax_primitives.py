@@ -173,9 +173,26 @@ def _cat(operands, axis=0):
 _KERNELS = {}
 
 
-def _logsumexp(operands, axis=None, keepdims=False):
-    from jax.scipy.special import logsumexp
+def logsumexp(x, axis=None, keepdims=False):
+    """``jax.scipy.special.logsumexp`` whose gradient into a reduction over
+    ``-inf`` entries only is 0, not NaN, as eager funsor's (its log-space
+    einsum): an HMM with impossible transitions has finite gradients.
 
+    >>> import jax.numpy as jnp
+    >>> x = jnp.array([[-jnp.inf, -jnp.inf], [0.0, 1.0]])
+    >>> jax.grad(lambda x: logsumexp(logsumexp(x, -1), 0))(x).round(4)
+    Array([[0.    , 0.    ],
+           [0.2689, 0.7311]], dtype=float32)
+    """
+    from jax.scipy.special import logsumexp as jax_logsumexp
+
+    dead = lax.stop_gradient(x.max(axis, keepdims=True)) == -math.inf
+    result = jax_logsumexp(jax.numpy.where(dead, 0.0, x), axis, keepdims=True)
+    result = jax.numpy.where(dead, -math.inf, result)
+    return result if keepdims else jax.numpy.squeeze(result, axis)
+
+
+def _logsumexp(operands, axis=None, keepdims=False):
     return _compiled(
         ("logsumexp", repr(axis), keepdims),
         lambda x: logsumexp(x, axis, keepdims=keepdims),
@@ -186,8 +203,6 @@ def _logsumexp_scan(operands):
     """``extra_ops.logsumexp_scan`` of operands ``(alpha, steps)`` (with
     ``emissions`` after them, ``logsumexp_scan_emitting``'s parts) as one
     jitted ``lax.scan``."""
-    from jax.scipy.special import logsumexp
-
     alpha, steps, *emissions = operands
     batch = tuple(
         jax.numpy.broadcast_shapes(

@@ -58,21 +58,31 @@ class AutoGaussianCompiled(AutoGaussianFunsor):
 
     def _sample_aux_values(self, *, temperature: float):
         _import_funsor()
-        particle_plates = frozenset(get_plates())
+        # (plate sizes are tensors under torch.jit.trace)
+        particle_plates = frozenset(f._replace(size=int(f.size)) for f in get_plates())
         plate_to_dim = self._funsor_plate_to_dim.copy()
         plate_to_dim.update({f.name: f.dim for f in particle_plates})
         params = self._gaussian_parameters()
         rsample = temperature == 1
-        signature = (
-            rsample,
-            tuple((f.name, f.size, f.dim) for f in particle_plates),
-            tuple((k, tuple(v.shape), v.dtype) for k, v in params.items()),
-        )
-        entry = self._compiled_programs.get(signature)
-        if entry is None:
-            # tracing runs on symbolic arrays: it draws nothing
-            entry = self._compile(particle_plates, plate_to_dim, params, rsample)
-            self._compiled_programs[signature] = entry
+        # Under torch.jit.trace (Pyro's JitTrace_ELBO) the graph recorded on
+        # the first step runs every later step: it cannot fall back from
+        # Cholesky to QR then, so traced steps take funsor's QR recipe,
+        # which does not raise. Compiling runs outside the trace.
+        jit_traced = torch.jit.is_tracing()
+        with _outside_jit_trace():
+            signature = (
+                rsample,
+                jit_traced,
+                tuple((f.name, f.size, f.dim) for f in particle_plates),
+                tuple((k, tuple(v.shape), v.dtype) for k, v in params.items()),
+            )
+            entry = self._compiled_programs.get(signature)
+            if entry is None:
+                # tracing runs on symbolic arrays: it draws nothing
+                entry = self._compile(
+                    particle_plates, plate_to_dim, params, rsample, not jit_traced
+                )
+                self._compiled_programs[signature] = entry
         program, aux_shape, full_rank = entry
         arrays = dict(params)
         if not rsample:
@@ -173,6 +183,24 @@ class AutoGaussianCompiled(AutoGaussianFunsor):
         examples["noise"] = torch.zeros(sample_shape + tuple(aux_shape))
         program = _trace(program_fn, examples, full_rank)
         return program, torch.Size(aux_shape), full_rank
+
+
+@contextlib.contextmanager
+def _outside_jit_trace():
+    """Suspend a ``torch.jit.trace`` in progress (if any): ops run here are
+    not recorded, shapes are Python ints, and an op that raises leaves the
+    trace intact. (In torch 2.13 an exception raised by an op while tracing
+    clears the tracer's state even when it is caught; the trace then
+    crashes the interpreter when it collects its outputs.)"""
+    state = torch._C._get_tracing_state()
+    if state is None:
+        yield
+        return
+    torch._C._set_tracing_state(None)
+    try:
+        yield
+    finally:
+        torch._C._set_tracing_state(state)
 
 
 def _trace(program_fn, examples, full_rank):
