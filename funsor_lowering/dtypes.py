@@ -26,6 +26,8 @@ def dtype_kind(dtype):
         return "int"
     if np.issubdtype(dtype, np.floating):
         return "real"
+    if dtype.kind == "V" and dtype.name.startswith(("bfloat", "float")):
+        return "real"  # ml_dtypes' (jax's) bfloat16, float8_* ...
     return dtype.name
 
 

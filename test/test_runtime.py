@@ -84,6 +84,20 @@ def test_a_called_program_runs_its_own_entry_and_stays_an_op_program():
         programs[0](y=arrays["x"])  # other calls still get the checked path
 
 
+@pytest.mark.skipif(BACKEND != "jax", reason="jax's bfloat16 (ml_dtypes)")
+def test_jax_bfloat16_inputs_give_eager_funsors_results_and_dtype():
+    import jax.numpy as jnp
+
+    x, i = Variable("x", Reals[3]), Variable("i", Bint[3])
+    value = jnp.array([0.5, 1.0, -2.0], dtype=jnp.bfloat16)
+    for expr in [(x.exp() + 1.0).sum(), x[i].reduce(ops.logaddexp, "i") * 2.0]:
+        program = compile_funsor(expr)
+        expected = expr(x=Tensor(value)).data
+        for actual in (program(x=value), program.jit()(x=value)):
+            assert actual.dtype == expected.dtype == jnp.bfloat16
+            assert_matches(actual, expected, rtol=1e-2, atol=1e-2)
+
+
 # -------------------------------------------------------- signature cache
 def _two_dtypes():
     if BACKEND == "jax":
