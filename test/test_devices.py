@@ -93,6 +93,29 @@ def run_jax_script(source, devices):
     )
 
 
+@pytest.mark.skipif(BACKEND != "torch", reason="torch devices")
+@pytest.mark.parametrize("jit", [False, True], ids=["call", "jit"])
+def test_inputs_on_another_device_raise_errors_naming_them(jit):
+    import torch
+
+    x, y = Variable("x", Reals[3]), Variable("y", Reals[3])
+    plain = compile_funsor((x * y).sum())
+    weighted = compile_funsor(((x * y) @ funsor.Tensor(torch.ones(3, 3))).sum())
+    cpu, meta = torch.ones(3), torch.ones(3, device="meta")
+    cases = [
+        (plain, cpu, meta, "input 'y': on device meta, but 'x' on cpu"),
+        (weighted, meta, meta, "input 'x': on device meta, but the program's"),
+    ]
+    for program, x_value, y_value, message in cases:
+        run = program.jit("trace") if jit else program
+        with pytest.raises(ValueError, match=message):
+            run(x=x_value, y=y_value)
+    # a 0-d CPU tensor beside others, as torch allows, and one device
+    assert plain(x=meta, y=meta).device.type == "meta"
+    scalar = compile_funsor((x * Variable("s", Reals[()])).sum())
+    assert scalar(x=meta, s=torch.tensor(2.0)).device.type == "meta"
+
+
 @pytest.mark.skipif(BACKEND != "jax", reason="jax devices")
 def test_jax_program_moved_to_another_device_runs_there():
     result = run_jax_script(

@@ -146,6 +146,11 @@ class ArrayBackend:
     copy_function = None
     copy_source = None
 
+    def device_of(self, array):
+        """The device ``array`` lives on, or ``None`` where the backend's
+        arrays need not share one (numpy, jax: it moves them itself)."""
+        return None
+
     def to_device(self, array, device):
         """``array`` on ``device`` (numpy: the CPU only)."""
         if str(device) != "cpu":

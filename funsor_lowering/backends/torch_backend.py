@@ -218,6 +218,9 @@ class TorchBackend(ArrayBackend):
     def to_device(self, array, device):
         return array.to(device)
 
+    def device_of(self, array):
+        return array.device
+
     def preserved_random_state(self):
         return torch.random.fork_rng(devices=[])
 

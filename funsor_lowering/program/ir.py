@@ -469,7 +469,33 @@ class OpProgram:
                     f"input {label}: expected a {expected.kind} array "
                     f"({expected}), got dtype {value.dtype}"
                 )
+        self._check_devices(leaves)
         return leaves
+
+    def _check_devices(self, leaves):
+        """torch: the input arrays and the program's array constants on one
+        device, else a ``ValueError`` naming the input that differs (0-d
+        arrays are exempt: torch takes a 0-d CPU tensor beside any)."""
+        backend = self._array_backend
+        placed = [
+            (repr(name) + path_suffix(path), backend.device_of(value))
+            for (name, path, _), value in zip(self._input_leaves, leaves)
+            if len(value.shape)
+        ]
+        if not placed or placed[0][1] is None:
+            return
+        arrays = [c for c in self.constants if backend.is_array(c) and len(c.shape)]
+        if arrays:
+            placed.insert(0, ("the program's constants", backend.device_of(arrays[0])))
+        first, device = placed[0]
+        for label, other in placed[1:]:
+            if other != device:
+                raise ValueError(
+                    f"input {label}: on device {other}, but {first} on "
+                    f"{device}: a program runs on one device (move the "
+                    f"inputs with .to(device), or the program with "
+                    f"program.to(device))"
+                )
 
     # ------------------------------------------------------------ jit, export
     def jit(self, compiler=None):
