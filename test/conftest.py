@@ -77,10 +77,3 @@ def float32_contrib_backend():
     """Pyro's default dtype, as Pyro's own tests run."""
     with contrib_backend("float32"):
         yield
-
-
-# Tests marked ``@pytest.mark.forked`` run in a forked child (test/forked.py):
-# a crash fails the test, not the run. Pyro's tests are not forked by
-# default: a child forked after torch's thread pool has run can deadlock
-# (seen in CI: test_pyro_autogaussian hung in its first forked child).
-from .forked import pytest_configure, pytest_runtest_protocol  # noqa: E402, F401
