@@ -46,6 +46,7 @@ import funsor.distribution
 import funsor.interpreter
 import funsor.optimizer
 import funsor.recipes
+import funsor.sum_product
 from funsor.adjoint import AdjointTape
 from funsor.delta import Delta
 from funsor.distribution import Distribution
@@ -351,6 +352,13 @@ def _install():
         funsor.adjoint.adjoint_contract_generic,
         adjoint,
         "adjoint_contract_generic",
+    )
+    hook_attribute(
+        "sum_product._partition",
+        funsor.sum_product,
+        "_partition",
+        "funsor.sum_product",
+        "_partition",
     )
     hook_function(
         "recipes.forward_filter_backward_rsample",

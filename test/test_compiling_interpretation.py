@@ -151,3 +151,32 @@ def test_sample_names_of_a_sum_longer_than_the_recursion_limit():
         for i in range(sys.getrecursionlimit() + 100):
             total = total + Variable(f"x{i}", Real)
     assert sampled_names(total) == frozenset({"a"})
+
+
+@pytest.mark.parametrize("function", ["sum_product", "partial_sum_product"])
+def test_equal_factors_count_twice(function):
+    """Two factors computed alike are two arrays eagerly but one cons-hashed
+    term in a block; funsor's grouping of factors (``_partition``) raised
+    KeyError on it. Both must count, as eagerly."""
+    from collections import OrderedDict
+
+    import funsor.sum_product
+
+    inputs = OrderedDict(i=Bint[3], j=Bint[4], x=Bint[2])
+    sum_product = getattr(funsor.sum_product, function)
+
+    def model(t):
+        # x.reduce twice: eagerly two arrays, in a block one term
+        factors = [t.reduce(ops.add, "j"), t.reduce(ops.add, "j")]
+        eliminate, plates = frozenset({"i", "x"}), frozenset({"i"})
+        return sum_product(ops.logaddexp, ops.add, factors, eliminate, plates)
+
+    data = backend_randn(3, 4, 2)
+    expected = model(Tensor(data, inputs))
+    with compiling as interp:
+        v = Variable("v", Reals[3, 4, 2])
+        result = model(v[tuple(Variable(k, d) for k, d in inputs.items())])
+    got = interp.compile(result)(v=data)
+    if function == "partial_sum_product":
+        (expected,), (got,) = expected, got
+    assert_matches(got, data_of(expected))

@@ -21,6 +21,7 @@ Example::
     array(6.)
 """
 
+import collections
 import functools
 
 from funsor import ops
@@ -147,8 +148,23 @@ def block_hooks():
     replacements["reflect.interpret"] = _recording_reflect
     replacements["optimize_base.interpret"] = _optimizer_in_block
     replacements["Funsor.reduce"] = _reduce_in_block
+    replacements["sum_product._partition"] = _partition_keeping_repeats
     replacements.update(symbolic_hooks())
     return replacements
+
+
+def _partition_keeping_repeats(terms, sum_vars):
+    # funsor's sum-products group factors with _partition, which keys a
+    # graph by the factors themselves: a factor given twice raises KeyError
+    # (and would count once). Eagerly two equal factors are two arrays; in a
+    # block they are one cons-hashed term (x.reduce(ops.add, "j") twice).
+    # Partition the distinct terms, then give each term its multiplicity.
+    counts = collections.Counter(terms)
+    components = hooks.original("sum_product._partition")(tuple(counts), sum_vars)
+    return [
+        (tuple(t for t in group for _ in range(counts[t])), dims)
+        for group, dims in components
+    ]
 
 
 _EAGER_ONLY = (
