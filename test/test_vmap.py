@@ -173,3 +173,57 @@ def test_vmap_moved_to_a_device_serves_every_batch_size():
         expected = np.stack([to_numpy(fn(x[i], arrays["y"])) for i in range(size)])
         actual = moved(x=x, y=arrays["y"])
         np.testing.assert_allclose(to_numpy(actual), expected, rtol=1e-6)
+
+
+def vmap_matches_a_loop(program, arrays, axes, size=3):
+    """``program.vmap(axes)`` on ``size`` members equals the program on each."""
+    batched = program.vmap(axes)
+    rng = np.random.default_rng(0)
+    data, members = {}, [{} for _ in range(size)]
+    for name, value in arrays.items():
+        value = to_numpy(value)
+        if axes[name] is None:
+            data[name] = value
+            for m in members:
+                m[name] = from_numpy(value)
+            continue
+        if value.dtype.kind == "i":  # other valid indices, negative ones too
+            stack = rng.integers(
+                -value.max() - 1, value.max() + 1, (size,) + value.shape
+            )
+        else:
+            stack = rng.normal(size=(size,) + value.shape)
+        data[name] = stack
+        for m, v in zip(members, stack):
+            m[name] = from_numpy(v)
+    actual = batched(**{k: from_numpy(v) for k, v in data.items()})
+    assert_matches(actual, np.stack([to_numpy(program(**m)) for m in members]))
+
+
+AXES = [(0, None), (None, 0), (0, 0)]
+
+
+@pytest.mark.parametrize("axes", AXES)
+def test_vmap_of_a_gather_by_an_integer_input(axes):
+    arrays = {
+        "x": from_numpy(np.random.randn(5, 3)),
+        "idx": from_numpy(np.array([[0, 3], [4, 1]])),
+    }
+    program = trace_function(lambda x, idx: x[idx] * 2.0, arrays)
+    assert "take" in str(program)
+    vmap_matches_a_loop(program, arrays, dict(zip(arrays, axes)))
+
+
+@pytest.mark.parametrize("axes", AXES)
+@pytest.mark.parametrize(
+    "equation, shapes",
+    [("...ij,jk->...k", [(2, 3, 4), (4, 5)]), ("i...,i...->...", [(3, 2), (3, 2)])],
+)
+def test_vmap_of_an_einsum_with_an_ellipsis(equation, shapes, axes):
+    arrays = {
+        "a": from_numpy(np.random.randn(*shapes[0])),
+        "b": from_numpy(np.random.randn(*shapes[1])),
+    }
+    program = trace_function(lambda a, b: ops.einsum((a, b), equation), arrays)
+    assert "..." in str(program)  # kept as an einsum, not rewritten
+    vmap_matches_a_loop(program, arrays, dict(zip(arrays, axes)))

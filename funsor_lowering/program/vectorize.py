@@ -71,7 +71,7 @@ import numpy as np
 from funsor import ops
 
 from ..backends import array_backend
-from ..extra_ops import RANDOM_OP_TYPES, getslice_op
+from ..extra_ops import RANDOM_OP_TYPES, TakeOp, getslice_op, take
 from ..structure import map_leaves
 from .cat_slices import as_slice
 from .editor import Editor, PassResult
@@ -439,6 +439,7 @@ def _has_rule(operation):
             ops.CatOp,
             ops.StackOp,
             ops.MatmulOp,
+            TakeOp,
         ),
     )
 
@@ -498,6 +499,8 @@ def _rule(operation, flags, arg_types, member_type, n):
         return None
     if isinstance(op, ops.EinsumOp):
         return _einsum_rule(op, flags, batched_type)
+    if isinstance(op, TakeOp):
+        return _take_rule(flags, arg_types, batched_type)
     if isinstance(op, (ops.CatOp, ops.StackOp)) and packed and all(flags):
         name = "axis" if isinstance(op, ops.CatOp) else "dim"
         axis = op.defaults[name]
@@ -523,7 +526,7 @@ def _einsum_rule(op, flags, batched_type):
     inputs, output = op.defaults["equation"].split("->")
     letters = set(op.defaults["equation"])
     free = [c for c in string.ascii_letters if c not in letters]
-    if not free or "." in letters:
+    if not free:
         return None
     b = free[0]
     subscripts = [b + s if f else s for s, f in zip(inputs.split(","), flags)]
@@ -531,6 +534,39 @@ def _einsum_rule(op, flags, batched_type):
 
     def run(editor, refs):
         return editor.emit(new_op, refs, True, batched_type)
+
+    return run
+
+
+def _take_rule(flags, arg_types, batched_type):
+    """``take(x, index)`` (``x[index]``) batched: a batched ``x`` is indexed
+    on its second axis; a batched ``index`` gathers as it is; where both are,
+    member ``b`` gathers from rows ``b * len(x)`` on of ``x`` flattened (an
+    index taken modulo ``len(x)`` first, so negative ones count from the
+    end as they did)."""
+    if not all(flags):
+        op = ops.GetitemOp(offset=1) if flags[0] else take
+        return lambda editor, refs: editor.emit(op, refs, False, batched_type)
+    (rows, *rest), index_shape = arg_types[0].shape, arg_types[1].shape
+    n = batched_type.shape[0]
+
+    def run(editor, refs):
+        x, index = refs
+        flat_shape = (n * rows, *rest)
+        flat = editor.emit(
+            ops.ReshapeOp(shape=flat_shape),
+            (x,),
+            False,
+            ValueType(flat_shape, arg_types[0].kind),
+        )
+        starts = np.arange(n).reshape((n,) + (1,) * len(index_shape)) * rows
+        starts = editor.add_constant(array_backend(editor.backend).from_numpy(starts))
+        index_type = ValueType((n, *index_shape), "int")
+        wrapped = editor.emit(
+            ops.mod, (index, editor.add_constant(rows)), False, index_type
+        )
+        shifted = editor.emit(ops.add, (wrapped, starts), False, index_type)
+        return editor.emit(take, (flat, shifted), False, batched_type)
 
     return run
 

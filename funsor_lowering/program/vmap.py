@@ -158,8 +158,9 @@ def _batch(editor, operation, refs, flags, arg_types, member, size):
     if new_op is None or operation.packed:
         raise NotImplementedError(
             f"{where}: no batch rule for {type(op).__name__}; supported: "
-            f"elementwise ops, reductions, layout ops, einsum, matmul, cat, "
-            f"stack, triangular_solve, qr, cholesky and ops on trailing axes"
+            f"elementwise ops, reductions, layout ops, einsum, matmul, "
+            f"gathers (take), cat, stack, triangular_solve, qr, cholesky and "
+            f"ops on trailing axes"
         )
     aligned = [
         vectorize._align(editor, r, t, rank, size) if f else r
