@@ -110,6 +110,13 @@ def test_inputs_on_another_device_raise_errors_naming_them(jit):
         run = program.jit("trace") if jit else program
         with pytest.raises(ValueError, match=message):
             run(x=x_value, y=y_value)
+    # also once inputs of these types, dtypes and shapes have run: a call's
+    # signature holds no device, and where torch's op raises on the mix, the
+    # error still names the input (torch lets some ops mix meta and cpu)
+    run = plain.jit("trace") if jit else plain
+    assert run(x=cpu, y=cpu).device.type == "cpu"
+    with pytest.raises(ValueError, match="input 'y': on device meta, but 'x' on cpu"):
+        run(x=cpu, y=meta)
     # a 0-d CPU tensor beside others, as torch allows, and one device
     assert plain(x=meta, y=meta).device.type == "meta"
     scalar = compile_funsor((x * Variable("s", Reals[()])).sum())

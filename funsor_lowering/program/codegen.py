@@ -617,6 +617,19 @@ def build_entry(program, table, slow, first=None, method=False):
         "        else:",
         f"            return body({', '.join(locals_)})",
     ]
+    # Any error of the fast path goes to ``slow``, which validates the call
+    # first: an input that passes the signature but not validation (a torch
+    # tensor on another device) gets the error naming it, not the backend's;
+    # an error of the operations themselves is raised again by ``slow``'s
+    # run. (A try costs nothing until something raises.)
+    header = max(k for k, line in enumerate(lines) if line.startswith("def program("))
+    fast = header + 2  # the lines under ``if <a call of keywords only>:``
+    lines[fast:] = [
+        "        try:",
+        *("    " + line for line in lines[fast:]),
+        "        except Exception:",
+        "            pass",
+    ]
     lines += slow_call
     entry = _define("\n".join(lines), globals_, "program")
     return globals_["signature"], entry
