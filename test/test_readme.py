@@ -1,4 +1,4 @@
-"""Every Python code block of README.md and docs/api.md runs as a standalone
+"""Every Python code block of README.md and docs/*.md runs as a standalone
 script in a fresh process, from an empty directory, with nothing but its own
 imports (blocks fenced ```python torch need torch and Pyro: the torch env
 runs them)."""
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).parent.parent
-DOCS = [ROOT / "README.md", ROOT / "docs" / "api.md"]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def code_blocks():
