@@ -15,6 +15,7 @@ import fnmatch
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tarfile
@@ -244,7 +245,7 @@ def markdown(results, version):
         if regressions or unexpected:
             lines += ["Failing compiled:", ""]
             for test, error in regressions + unexpected:
-                lines.append(f"- `{test}`: {error[:160]}")
+                lines.append(f"- `{test}`: {_without_paths(error)[:160]}")
             lines.append("")
     lines += ["## Exclusions", ""]
     if not EXCLUDED:
@@ -252,6 +253,16 @@ def markdown(results, version):
     for pattern, (backends, reason) in EXCLUDED.items():
         lines.append(f"- `{pattern}` ({', '.join(backends)}): {reason}")
     return "\n".join(lines) + "\n"
+
+
+def _without_paths(message):
+    """``message`` with absolute file paths cut to their last two parts
+    (the doc is committed: no machine's paths in it).
+
+    >>> _without_paths("error at /usr/lib/python3.11/site-packages/x/y.py:3")
+    'error at x/y.py:3'
+    """
+    return re.sub(r"/(?:[^/\s]+/)*([^/\s]+/[^/\s]+)", r"\1", message)
 
 
 def _row(name, row):
