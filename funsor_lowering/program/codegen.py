@@ -563,6 +563,7 @@ def build_entry(program, table, slow, first=None, method=False):
     lines = ["def signature(kwargs):"]
     lines += [f"    {line}" for line in reads]
     lines += [f"    return {signature}", "", ""]
+    fast = len(lines) + 2  # the lines under ``def program``'s first ``if``
     if _keyword_parameters(program, locals_):
         # inputs as keyword parameters: Python binds a call's keywords to
         # them, with no dict to read (an input not given is ``absent``,
@@ -622,8 +623,6 @@ def build_entry(program, table, slow, first=None, method=False):
     # tensor on another device) gets the error naming it, not the backend's;
     # an error of the operations themselves is raised again by ``slow``'s
     # run. (A try costs nothing until something raises.)
-    header = max(k for k, line in enumerate(lines) if line.startswith("def program("))
-    fast = header + 2  # the lines under ``if <a call of keywords only>:``
     lines[fast:] = [
         "        try:",
         *("    " + line for line in lines[fast:]),
