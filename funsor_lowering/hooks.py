@@ -367,8 +367,10 @@ def _install():
         "forward_filter_backward_rsample",
     )
     for name in ("eager_normal", "eager_mvn"):
+        # the function object itself: each backend's distributions module
+        # registers it when the backend is first set, maybe after this
         fn = getattr(funsor.distribution, name)
-        hook_pattern(f"distribution.{name}", eager, fn, "funsor.distribution", name)
+        hook_function(f"distribution.{name}", fn, "funsor.distribution", name)
     add = _gaussian_add_pattern()
     hook_pattern(
         "eager Gaussian + Gaussian", eager, add, "funsor.gaussian", add.__name__

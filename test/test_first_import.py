@@ -180,6 +180,36 @@ def test_a_recipe_imported_before_funsor_lowering_is_traced_as_one_dense_draw():
     _assert_runs(script)
 
 
+@pytest.mark.skipif(BACKEND == "numpy", reason="funsor has no numpy distributions")
+def test_gaussian_patterns_are_hooked_when_the_backend_is_set_after_the_import():
+    """``import funsor_lowering`` before ``funsor.set_backend``: the
+    backend's distributions register funsor's ``eager_normal`` and
+    ``eager_mvn`` then, and still run the package's replacements where a
+    context selects them (tracing computes them with ``funsor.ops`` only)."""
+    script = "\n".join(
+        [
+            "import funsor_lowering",
+            "from funsor_lowering import hooks",
+            "import funsor",
+            f"funsor.set_backend({BACKEND!r})",
+            "from funsor import Real, Reals, Tensor, Variable, ops",
+            f"dist = funsor.{BACKEND}.distributions",
+            "prototype = funsor.tensor.get_default_prototype()",
+            "loc = Tensor(ops.new_zeros(prototype, (2,)))",
+            "scale = Tensor(ops.new_zeros(prototype, (2, 2)))",
+            "seen = []",
+            "def replacement(*args):",
+            "    seen.append(type(args[0]).__name__)",
+            "with hooks.replaced({'distribution.eager_normal': replacement,",
+            "                     'distribution.eager_mvn': replacement}):",
+            "    dist.Normal(loc[0], 1.0 + loc[1], Variable('x', Real))",
+            "    dist.MultivariateNormal(loc, scale + 1.0, Variable('y', Reals[2]))",
+            "assert len(seen) == 2, seen",
+        ]
+    )
+    _assert_runs(script)
+
+
 @pytest.mark.skipif(BACKEND != "numpy", reason="scipy serves the numpy backend")
 def test_scipy_is_imported_only_by_programs_that_need_it():
     """numpy programs take ``scipy.special``'s ``expit`` and
