@@ -19,10 +19,11 @@ from funsor.tensor import Tensor
 from funsor.terms import Binary, Finitary, Funsor, Number, Tuple, Unary, Variable
 from funsor.util import get_backend
 
-from . import rules, shapes  # noqa: F401  (register lowering and shape rules)
+from . import rules  # noqa: F401  (register lowering rules)
 from .backends import array_backend
 from .errors import short_repr
 from .gc_pause import gc_paused
+from .hooks import with_package_shape_rules
 from .layout import align, align_expanded
 from .lowering import LoweredTuple, build, lower_term
 from .program import ValueType, iter_leaves, map_leaves
@@ -79,6 +80,7 @@ def finalize(lowered, term):
     return align(lowered, tuple(batch))
 
 
+@with_package_shape_rules
 def lower(expr, *, memo=None):
     """An equivalent lowered funsor: only real ``Variable`` s, constants
     without inputs, ``Unary`` / ``Binary`` / ``Finitary`` applications and
@@ -118,6 +120,7 @@ def compile_funsor(expr):
     return compile_structure(expr)
 
 
+@with_package_shape_rules
 def compile_structure(structure, *, inputs=None, memo=None, input_types=None):
     """Compile a funsor or nesting of tuples, lists and dicts of funsors.
 

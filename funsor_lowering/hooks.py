@@ -50,11 +50,14 @@ import funsor.sum_product
 from funsor.adjoint import AdjointTape
 from funsor.delta import Delta
 from funsor.distribution import Distribution
+from funsor.domains import find_domain
 from funsor.gaussian import Gaussian, GaussianMeta
 from funsor.interpretations import eager, reflect
 from funsor.ops.op import Op
 from funsor.tensor import Tensor
 from funsor.terms import Binary, Funsor
+
+from .shapes import SHAPE_RULES
 
 # key -> replacement in this context (a new dict each time one is selected)
 _REPLACEMENTS = contextvars.ContextVar("funsor_lowering.hooks", default=None)
@@ -168,6 +171,62 @@ def hook_function(key, function, module, qualname):
     function.__kwdefaults__ = {"_funsor_lowering_hook": hook}
     function.__signature__ = signature
     _ORIGINALS[key], _INSTALLED[key] = original_fn, function
+
+
+def hook_shape_rule(op_type):
+    """Hook ``find_domain`` for ``op_type`` (and subclasses without a rule of
+    their own): funsor's rule, unless this context selects the package's
+    (:func:`package_shape_rules`)."""
+    key = f"find_domain.{op_type.__name__}"
+    original_fn = find_domain.dispatch(op_type)
+    hook = _hook(key, original_fn)
+    find_domain.register(op_type)(hook)
+    _ORIGINALS[key], _INSTALLED[key] = original_fn, hook
+
+
+def shape_rule_replacements():
+    """The replacements selecting the package's shape rules
+    (:data:`~funsor_lowering.shapes.SHAPE_RULES`) over funsor's, and the
+    cons-hash keys that keep the terms they build apart (:func:`_hash_key`)."""
+    replacements = {
+        f"find_domain.{t.__name__}": rule for t, rule in SHAPE_RULES.items()
+    }
+    replacements["reflect.make_hash_key"] = _hash_key_with_package_rules
+    return replacements
+
+
+_RULED_OPS = tuple(SHAPE_RULES)
+
+
+def _hash_key_with_package_rules(cls, *args):
+    """funsor's cons-hash key, marked for a term applying an op whose domain
+    the package's shape rules infer: funsor shares one term per key, and
+    the term keeps the domain of the context that built it first, so the
+    same expression built here and outside the package's work must be two
+    terms (each with its context's domain)."""
+    key = original("reflect.make_hash_key")(cls, *args)
+    if args and isinstance(args[0], _RULED_OPS):
+        return key + (_hash_key_with_package_rules,)
+    return key
+
+
+def package_shape_rules():
+    """A context in which funsor infers domains with the package's shape
+    rules (lowering, compiling blocks and tracing run in one); elsewhere
+    funsor keeps its own, so that importing the package changes no domain
+    funsor code infers."""
+    return replaced(shape_rule_replacements())
+
+
+def with_package_shape_rules(fn):
+    """Decorate ``fn`` to run in :func:`package_shape_rules`."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with package_shape_rules():
+            return fn(*args, **kwargs)
+
+    return run
 
 
 def _call_hook(*args, _funsor_lowering_hook, **kwargs):
@@ -289,6 +348,13 @@ def _install():
     hook_absent("Funsor.data", Funsor, "data", _no_attribute, is_property=True)
     hook_attribute("reflect.interpret", reflect, "interpret", terms, "reflect")
     hook_attribute(
+        "reflect.make_hash_key",
+        reflect,
+        "make_hash_key",
+        "funsor.interpretations",
+        "Interpretation.make_hash_key",
+    )
+    hook_attribute(
         "optimize_base.interpret",
         funsor.optimizer.optimize_base,
         "interpret",
@@ -371,6 +437,8 @@ def _install():
         # registers it when the backend is first set, maybe after this
         fn = getattr(funsor.distribution, name)
         hook_function(f"distribution.{name}", fn, "funsor.distribution", name)
+    for op_type in SHAPE_RULES:
+        hook_shape_rule(op_type)
     add = _gaussian_add_pattern()
     hook_pattern(
         "eager Gaussian + Gaussian", eager, add, "funsor.gaussian", add.__name__

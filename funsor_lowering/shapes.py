@@ -7,21 +7,35 @@ where funsor 0.4.8 lacks or mis-infers them:
 - ``permute``, ``transpose``, ``expand``, ``argmax`` and ``argmin`` fell
   back to the pointwise rule and kept the input shape.
 
-Importing this module registers the corrected rules. :func:`permutation_dims`
-reads the axis order a ``permute`` or ``transpose`` applies.
+:data:`SHAPE_RULES` maps each op type to its rule. They are in effect only
+in the package's own work (compiling blocks, tracing, lowering): funsor
+code elsewhere in the process keeps funsor's rules (:mod:`..hooks` installs
+them as context-dependent hooks). :func:`permutation_dims` reads the axis
+order a ``permute`` or ``transpose`` applies.
 
 Example::
 
     >>> from funsor import ops
-    >>> from funsor.domains import Reals, find_domain
-    >>> find_domain(ops.SumOp(axis=0), Reals[2, 3])
+    >>> from funsor.domains import Reals
+    >>> SHAPE_RULES[ops.ReductionOp](ops.SumOp(axis=0), Reals[2, 3])
     Reals[3]
-    >>> find_domain(ops.PermuteOp(dims=(1, 0)), Reals[2, 3])
+    >>> SHAPE_RULES[ops.PermuteOp](ops.PermuteOp(dims=(1, 0)), Reals[2, 3])
     Reals[3,2]
 """
 
 from funsor import ops
-from funsor.domains import Array, ArrayType, find_domain
+from funsor.domains import Array, ArrayType
+
+SHAPE_RULES = {}  # op type -> find_domain rule, used in the package's own work
+
+
+def _rule_for(*op_types):
+    def register(rule):
+        for op_type in op_types:
+            SHAPE_RULES[op_type] = rule
+        return rule
+
+    return register
 
 
 def _reduced_axes(op, ndims):
@@ -44,7 +58,7 @@ def _reduced_shape(op, domain):
     return tuple(n for i, n in enumerate(domain.shape) if i not in axes)
 
 
-@find_domain.register(ops.ReductionOp)
+@_rule_for(ops.ReductionOp)
 def find_domain_reduction(op, domain):
     shape = _reduced_shape(op, domain)
     if op.name in ("all", "any"):
@@ -52,15 +66,14 @@ def find_domain_reduction(op, domain):
     return Array[domain.dtype, shape]
 
 
-@find_domain.register(ops.ArgmaxOp)
-@find_domain.register(ops.ArgminOp)
+@_rule_for(ops.ArgmaxOp, ops.ArgminOp)
 def find_domain_argmax(op, domain):
     axis = op.defaults.get("axis")
     size = domain.num_elements if axis is None else domain.shape[axis]
     return Array[size, _reduced_shape(op, domain)]
 
 
-@find_domain.register(ops.PermuteOp)
+@_rule_for(ops.PermuteOp)
 def find_domain_permute(op, domain):
     dims = tuple(op.defaults["dims"])
     if sorted(d % max(len(dims), 1) for d in dims) != list(range(len(domain.shape))):
@@ -68,7 +81,7 @@ def find_domain_permute(op, domain):
     return Array[domain.dtype, tuple(domain.shape[d] for d in dims)]
 
 
-@find_domain.register(ops.TransposeOp)
+@_rule_for(ops.TransposeOp)
 def find_domain_transpose(op, domain):
     shape = list(domain.shape)
     axes = [op.defaults["axis1"], op.defaults["axis2"]]
@@ -79,7 +92,7 @@ def find_domain_transpose(op, domain):
     return Array[domain.dtype, tuple(shape)]
 
 
-@find_domain.register(ops.ExpandOp)
+@_rule_for(ops.ExpandOp)
 def find_domain_expand(op, domain):
     shape = tuple(op.defaults["shape"])
     old = (1,) * (len(shape) - len(domain.shape)) + tuple(domain.shape)
@@ -95,7 +108,7 @@ def find_domain_expand(op, domain):
     return Array[domain.dtype, tuple(new)]
 
 
-@find_domain.register(ops.GetitemOp)
+@_rule_for(ops.GetitemOp)
 def find_domain_getitem(op, lhs, rhs):
     """``lhs[..., rhs, ...]`` at axis ``offset``: the index's shape replaces
     that axis (funsor 0.4.8 assumed a scalar index)."""
@@ -106,7 +119,7 @@ def find_domain_getitem(op, lhs, rhs):
     return Array[lhs.dtype, shape]
 
 
-@find_domain.register(ops.EinsumOp)
+@_rule_for(ops.EinsumOp)
 def find_domain_einsum(op, domains):
     """numpy's einsum shape, ellipsis included (funsor 0.4.8's rule rejects
     ``...``): each operand's ellipsis dims broadcast together."""
@@ -146,7 +159,7 @@ def broadcast_shape(*shapes, what="event shapes"):
     return tuple(result)
 
 
-@find_domain.register(ops.TriangularSolveOp)
+@_rule_for(ops.TriangularSolveOp)
 def find_domain_triangular_solve(op, x, y):
     """``y⁻¹ x``: the batch dims broadcast, then ``x``'s matrix shape."""
     batch = broadcast_shape(
@@ -155,7 +168,7 @@ def find_domain_triangular_solve(op, x, y):
     return Array[x.dtype, batch + tuple(x.shape[-2:])]
 
 
-@find_domain.register(ops.DiagonalOp)
+@_rule_for(ops.DiagonalOp)
 def find_domain_diagonal(op, x):
     """The diagonal of axes ``dim1``, ``dim2``, as the last axis."""
     shape = tuple(x.shape)
@@ -164,7 +177,7 @@ def find_domain_diagonal(op, x):
     return Array[x.dtype, rest + (min(shape[dims[0]], shape[dims[1]]),)]
 
 
-@find_domain.register(ops.UnsqueezeOp)
+@_rule_for(ops.UnsqueezeOp)
 def find_domain_unsqueeze(op, x):
     """A unit axis inserted at ``dim`` (negative: counted in the result)."""
     shape = list(x.shape)

@@ -13,6 +13,8 @@ from funsor.tensor import Tensor
 from funsor.terms import Binary, Finitary, Funsor, Number, Tuple, Unary, Variable
 from funsor.testing import randn
 
+from funsor_lowering.hooks import package_shape_rules
+
 # The float dtype of test data: FUNSOR_FLOAT_DTYPE, by default each
 # backend's own default (numpy float64; torch and jax float32).
 FLOAT_DTYPE = os.environ.get(
@@ -196,7 +198,8 @@ def assert_is_lowered(lowered):
             domains = [a.output for a in args]
             if isinstance(term, Finitary):
                 domains = [tuple(domains)]
-            assert find_domain(term.op, *domains) == term.output, term
+            with package_shape_rules():  # the rules the lowering used
+                assert find_domain(term.op, *domains) == term.output, term
             stack.extend(args)
         elif isinstance(term, Tuple):
             stack.extend(term.args)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from funsor_lowering import compile_funsor, trace_function
 from funsor_lowering import gaussian_algebra as ga
+from funsor_lowering.hooks import package_shape_rules
 
 from .helpers import FLOAT_DTYPE, assert_matches, from_numpy, to_numpy
 
@@ -135,7 +136,7 @@ def test_algebra_on_lowered_terms_compiles():
         "x": from_numpy(rng.standard_normal((3, 2))),
     }
     for name, fn in cases.items():
-        with reflect:
+        with reflect, package_shape_rules():  # as the package builds them
             term = fn(w, P, x)
         program = compile_funsor(term)
         expected = fn(**arrays)

@@ -1,13 +1,21 @@
-"""Shape rules we register with funsor.domains.find_domain, checked against
-the shapes the backend ops actually produce."""
+"""The package's shape rules (funsor_lowering.shapes, in effect through
+funsor.domains.find_domain in the package's own work), checked against the
+shapes the backend ops actually produce."""
 
 import pytest
 from funsor import ops
 from funsor.domains import Array, Reals, find_domain
 
-import funsor_lowering.shapes  # noqa: F401  (registers the rules)
+from funsor_lowering.hooks import package_shape_rules
 
 from .helpers import backend_randn
+
+
+@pytest.fixture(autouse=True)
+def in_package_work():
+    with package_shape_rules():
+        yield
+
 
 CASES = [
     (ops.SumOp(axis=0), (2, 3)),

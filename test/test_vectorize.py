@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from funsor_lowering import compile_funsor
+from funsor_lowering.hooks import package_shape_rules
 from funsor_lowering.program import Operation, OpProgram, ValueType
 from funsor_lowering.program.passes import optimize
 from funsor_lowering.program.vectorize import vectorize
@@ -97,14 +98,15 @@ def test_unrolled_copies_of_an_expression_equal_eager(template, n, combine, seed
     place of ``a``, combined by a balanced tree: the copies are isomorphic,
     so they batch; the result equals eager funsor."""
     rng = np.random.RandomState(seed)
-    copies = [
-        template(a=Tensor(from_numpy(np.asarray(rng.randn(), np.float32))))
-        for _ in range(n)
-    ]
-    op = {"add": ops.add, "logaddexp": ops.logaddexp, "max": ops.max}[combine]
-    while len(copies) > 1:
-        pairs = [op(x, y) for x, y in zip(copies[::2], copies[1::2])]
-        copies = pairs + ([copies[-1]] if len(copies) % 2 else [])
+    with package_shape_rules():  # as the template was built (strategies.py)
+        copies = [
+            template(a=Tensor(from_numpy(np.asarray(rng.randn(), np.float32))))
+            for _ in range(n)
+        ]
+        op = {"add": ops.add, "logaddexp": ops.logaddexp, "max": ops.max}[combine]
+        while len(copies) > 1:
+            pairs = [op(x, y) for x, y in zip(copies[::2], copies[1::2])]
+            copies = pairs + ([copies[-1]] if len(copies) % 2 else [])
     (expr,) = copies
     if not any(d.dtype == "real" for d in expr.inputs.values()):
         return  # a constant: nothing to compile against

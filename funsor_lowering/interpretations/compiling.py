@@ -150,6 +150,7 @@ def block_hooks():
     replacements["Funsor.reduce"] = _reduce_in_block
     replacements["sum_product._partition"] = _partition_keeping_repeats
     replacements.update(symbolic_hooks())
+    replacements.update(hooks.shape_rule_replacements())
     return replacements
 
 

@@ -189,7 +189,11 @@ class OpRecorder:
             return recorder.record(op, args, kwargs, result)
 
         context = contextlib.ExitStack()
-        context.enter_context(hooks.replaced({"Op.__call__": traced_call}))
+        context.enter_context(
+            hooks.replaced(
+                {"Op.__call__": traced_call, **hooks.shape_rule_replacements()}
+            )
+        )
         context.enter_context(constants.recorded_by(self.constant))
         self._contexts.append(context)
         return self
@@ -577,6 +581,7 @@ def tracing_hooks(backend):
         **gaussian_patterns.ops_only_gaussians(),
         "recipes.forward_filter_backward_rsample": dense_ffbs.rsample_recipe,
         **backend.tracing_hooks(),
+        **hooks.shape_rule_replacements(),
     }
     with hooks.replaced(replacements), backend.recording_backend_calls():
         yield
