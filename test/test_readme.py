@@ -8,6 +8,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -23,7 +24,8 @@ def code_blocks():
             re.finditer(r"```python( torch)?\n(.*?)```", text, re.S)
         ):
             needs = ("torch", "pyro") if match.group(1) else ()
-            blocks.append(pytest.param(match.group(2), needs, id=f"{doc.name}-{k}"))
+            code = textwrap.dedent(match.group(2))  # a block in a list is indented
+            blocks.append(pytest.param(code, needs, id=f"{doc.name}-{k}"))
     return blocks
 
 
