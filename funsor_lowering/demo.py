@@ -124,7 +124,7 @@ def main(backend="numpy"):
     print(f"eager funsor, per call (median): {eager_time * 1e6:9.1f} us")
     print(f"compiled program, per call:      {program_time * 1e6:9.1f} us")
     print(f"speed-up: {eager_time / program_time:.1f}x")
-    if backend != "numpy":  # jax.jit / torch.jit.trace of the program
+    if backend in _JIT_NAMES:  # jax.jit / torch.jit.trace of the program
         jitted = program.jit()
         for got, want in zip(jitted(**arrays), expected.args):
             np.testing.assert_allclose(to_numpy(got), to_numpy(want.data), rtol=1e-5)

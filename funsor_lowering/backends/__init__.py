@@ -15,6 +15,8 @@ Example::
 
 import importlib
 
+from funsor.util import get_backend
+
 from .base import ArrayBackend
 
 _MODULES = {
@@ -38,4 +40,20 @@ def array_backend(name):
     return backend
 
 
-__all__ = ["ArrayBackend", "array_backend"]
+# Backends funsor 0.4.8 can use only while they are its active backend.
+_ACTIVE_ONLY = frozenset({"jax"})
+
+
+def usable_array_backend(name):
+    """:func:`array_backend` for a program built on ``name``, once funsor can
+    run it: a ``RuntimeError`` saying what to do where it cannot."""
+    if name in _ACTIVE_ONLY and get_backend() != name:
+        raise RuntimeError(
+            f"this program runs on the {name} backend, but funsor's active "
+            f"backend is {get_backend()!r}; funsor 0.4.8 cannot use {name} "
+            f"beside another backend: call funsor.set_backend({name!r}) first"
+        )
+    return array_backend(name)
+
+
+__all__ = ["ArrayBackend", "array_backend", "usable_array_backend"]

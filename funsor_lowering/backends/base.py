@@ -22,6 +22,28 @@ class ArrayBackend:
     # Whether chains in log space (HMMs) run faster as one sequential
     # forward pass (``extra_ops.logsumexp_scan``) than as a parallel scan.
     scans_chains = False
+    # Whether funsor's default backend is this one (funsor.set_backend is
+    # not needed to run this backend's programs).
+    is_funsor_default = False
+    # Whether ops return scalars, not 0-d arrays, for 0-d results (numpy);
+    # programs convert such outputs to arrays.
+    returns_scalars = False
+    # Whether matmul needs operands of one dtype (torch).
+    matmul_needs_one_dtype = False
+    # Whether a QR's projections pay for computing them from the QR's
+    # factors (jax; numpy's and torch's QRs take about as long either way).
+    projects_qrs = False
+    # Whether program code is generated when compiled, so that a backend
+    # compiler may trace it (torch.jit.trace), rather than on first call.
+    prepares_programs = False
+
+    # program_to_fx(program, resolved): the program as a torch.fx.GraphModule
+    program_to_fx = None
+
+    def keeps_gradients(self, value):
+        """Whether funsor keeps gradients of ``value`` with a DiCE factor
+        when sampling (an array of an autograd backend)."""
+        return False
 
     def fast_implementation(self, op_type, params):
         """A faster implementation of ``op_type`` called with its parameter

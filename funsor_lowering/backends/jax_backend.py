@@ -100,6 +100,11 @@ class JaxBackend(ArrayBackend):
     keyed = True
     # XLA runs a lax.scan's steps for a fraction of a parallel scan's levels
     scans_chains = True
+    projects_qrs = True
+
+    def keeps_gradients(self, value):
+        return True  # jax differentiates any array
+
     # funsor 0.4.8's logaddexp calls ops.max and ops.detach through
     # dispatch; a keyed draw is funsor's jax randn without ops.randn's
     fast_implementations = {

@@ -343,6 +343,8 @@ class NumpyBackend(ArrayBackend):
         return _ignoring_divide, resolved
 
     native_array_types = (np.ndarray, np.generic)
+    is_funsor_default = True
+    returns_scalars = True
 
     number_arithmetic = _NUMBER_ARITHMETIC
     exact_number_dtypes = _EXACT_NUMBER_DTYPES

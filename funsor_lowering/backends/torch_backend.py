@@ -193,6 +193,16 @@ class TorchBackend(ArrayBackend):
     def requires_grad(self, value):
         return isinstance(value, torch.Tensor) and value.requires_grad
 
+    matmul_needs_one_dtype = True
+
+    def program_to_fx(self, program, resolved):
+        return program_to_fx(program, resolved)
+
+    prepares_programs = True
+
+    def keeps_gradients(self, value):
+        return getattr(value, "requires_grad", True)
+
     def tracing_hooks(self):
         return {"minipyro.apply_stack": traced_apply_stack}
 

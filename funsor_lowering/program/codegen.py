@@ -185,7 +185,7 @@ def output_conversions(program):
     for i in iter_leaves(program.output):
         if i in aliases:
             conversions[i] = "copy"
-        elif program.backend == "numpy" and i >= program.first_operation:
+        elif backend.returns_scalars and i >= program.first_operation:
             if types[i] is None or not types[i].shape:
                 conversions[i] = "asarray"
     return conversions
@@ -788,7 +788,7 @@ def generate_module_source(program, name="program"):
     if "extra_ops." in source or any("extra_ops." in d for d in definitions):
         imports.add("from funsor_lowering import extra_ops")
     body = sorted(imports, key=lambda line: (line.startswith("from"), line))
-    if program.backend != "numpy":
+    if not program._array_backend.is_funsor_default:
         body.append(f"funsor.set_backend({program.backend!r})")
     body += definitions + ["", *source.splitlines(), f"return {name}"]
     builder = f"_build_{name}"

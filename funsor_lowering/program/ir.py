@@ -31,7 +31,7 @@ import numpy as np
 from funsor.domains import Domain
 from funsor.util import get_backend
 
-from ..backends import array_backend
+from ..backends import array_backend, usable_array_backend
 from ..dtypes import dtype_kind
 from ..structure import iter_leaves, iter_paths, lookup, map_leaves, path_suffix
 from .naming import ENTRY_NAMES, Namespace
@@ -170,9 +170,7 @@ def _native_constants(constants, backend):
     """``constants`` with numpy arrays converted to ``backend``'s arrays:
     a program holds only its backend's array type (and Python numbers)."""
     constants = tuple(constants)
-    if backend != "numpy" and any(
-        isinstance(c, (np.ndarray, np.generic)) for c in constants
-    ):
+    if any(isinstance(c, (np.ndarray, np.generic)) for c in constants):
         native = array_backend(backend).native_constant
         constants = tuple(native(c) for c in constants)
     return constants
@@ -250,14 +248,7 @@ class OpProgram:
         funsor 0.4.8 cannot load jax beside another active backend)."""
         adapter = self._backend_adapter
         if adapter is None:
-            if self.backend == "jax" and get_backend() != "jax":
-                raise RuntimeError(
-                    f"this program runs on the jax backend, but funsor's active "
-                    f"backend is {get_backend()!r}; funsor 0.4.8 cannot use jax "
-                    f"beside another backend: call funsor.set_backend('jax') "
-                    f"first"
-                )
-            adapter = self._backend_adapter = array_backend(self.backend)
+            adapter = self._backend_adapter = usable_array_backend(self.backend)
         return adapter
 
     # ----------------------------------------------------------------- layout
@@ -522,18 +513,17 @@ class OpProgram:
         """An equivalent ``torch.fx.GraphModule`` (torch backend only): one
         ``call_function`` node per operation, calling the implementation the
         program's generated code calls; constants are module buffers."""
-        if self.backend != "torch":
+        backend = self._array_backend
+        if backend.program_to_fx is None:
             raise NotImplementedError(
                 f"to_fx() needs a program built on the torch backend; this one "
                 f"runs on {self.backend}"
             )
-        from ..backends.torch_backend import program_to_fx
         from .codegen import evaluate
 
-        backend = self._array_backend
         examples = [backend.example_input(t) for _, _, t in self._input_leaves]
         _, resolved = evaluate(self, examples)
-        return program_to_fx(self, resolved)
+        return backend.program_to_fx(self, resolved)
 
     def to_dot(self):
         """Graphviz (dot) source drawing the program: inputs, constants,

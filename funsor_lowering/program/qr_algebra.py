@@ -30,6 +30,7 @@ Example::
 
 from funsor import ops
 
+from ..backends import array_backend
 from ..extra_ops import TupleItemOp, qr_project
 from ..shapes import permutation_dims
 from ..structure import iter_leaves, map_leaves
@@ -166,7 +167,7 @@ def qr_projections(program):
     numpy's and torch's QRs take about as long without it.) Run after the
     identities above, which may make a QR dead.
     """
-    if program.backend != "jax":
+    if not array_backend(program.backend).projects_qrs:
         return PassResult(program, False)
     plans = _projected_qrs(program)
     if not plans:

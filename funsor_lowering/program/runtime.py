@@ -228,7 +228,7 @@ def prepared(program, inputs=None):
     program on ``inputs`` (by default stand-ins); where that fails (values
     a stand-in does not satisfy), the first call generates the code
     instead."""
-    if program.backend == "torch":
+    if program._array_backend.prepares_programs:
         try:
             program.prepare(inputs)
         except Exception:  # noqa: BLE001 - only a missed optimization

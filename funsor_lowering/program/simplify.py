@@ -58,6 +58,7 @@ import math
 
 from funsor import ops
 
+from ..backends import array_backend
 from ..extra_ops import RandnWithKeyOp, TupleItemOp, getslice_op
 from ..shapes import permutation_dims
 from ..structure import iter_leaves
@@ -374,8 +375,8 @@ def _earliest_prototype(editor, op, args, value_type):
             break
         source = producer.args[0]
         if isinstance(producer.op, _DTYPE_KEEPING_OPS) or (
-            # torch's matmul takes operands of one dtype only
-            isinstance(producer.op, ops.MatmulOp) and editor.backend == "torch"
+            isinstance(producer.op, ops.MatmulOp)
+            and array_backend(editor.backend).matmul_needs_one_dtype
         ):
             earlier = source
         elif isinstance(producer.op, TupleItemOp) and is_qr(editor, source):

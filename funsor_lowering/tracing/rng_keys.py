@@ -12,6 +12,7 @@ import contextvars
 
 from funsor.util import get_backend
 
+from ..backends import array_backend
 from ..extra_ops import split_key
 from ..program.ir import ValueType
 
@@ -46,7 +47,7 @@ class KeySource:
 
 def draw_key(rng_key):
     """The key a draw uses: ``None`` where draws are not keyed."""
-    if get_backend() != "jax":
+    if not array_backend(get_backend()).keyed:
         return None
     if rng_key is not None:
         return rng_key

@@ -169,7 +169,7 @@ class OpRecorder:
                 flat = flat_scatter(op, args, kwargs, recorder._is_array)
                 if flat is not None:  # index arrays as operands
                     op, args = flat[0], (flat[1],)
-            if isinstance(op, ops.RandnOp) and get_backend() == "jax":
+            if isinstance(op, ops.RandnOp) and array_backend(get_backend()).keyed:
                 args, kwargs = _with_draw_key(op, args, kwargs)
             recorder._depth += 1
             try:
@@ -545,10 +545,7 @@ def traced_tensor_sample(self, sampled_vars, sample_inputs, rng_key):
         point = Tensor(ops.mod(rest, domain.size), sb_inputs, domain.size)
         rest = ops.floordiv(rest, domain.size)
         results.append(funsor.delta.Delta(name, point))
-    backend = get_backend()
-    if backend == "jax" or (
-        backend == "torch" and getattr(flat_logits, "requires_grad", True)
-    ):
+    if array_backend(get_backend()).keeps_gradients(flat_logits):
         # funsor's DiCE factor, to keep gradients: log|f| + f(x0) - detach(f(x0))
         size = flat_logits.shape[-1]
         arange = ops.new_arange(flat_logits, size)
