@@ -72,8 +72,8 @@ def defer_expands(program):
 
 def _source(editor, ref):
     """``x`` where ``ref`` is ``expand(x)`` (both typed), else ``None``."""
-    producer = editor.producer(ref)
-    if producer is None or not isinstance(producer.op, ops.ExpandOp):
+    producer = editor.producer(ref, ops.ExpandOp)
+    if producer is None:
         return None
     (source,) = producer.args
     if editor.value_type(source) is None:
@@ -114,8 +114,8 @@ def _rule(editor, operation, args, value_type):
 def _qr_item(editor, op, qr, value_type):
     """``tuple_item(qr(expand(x)), k)`` as ``tuple_item(qr(x), k)`` expanded
     (equal ``qr(x)`` s computed once by common subexpression elimination)."""
-    producer = editor.producer(qr)
-    if producer is None or not isinstance(producer.op, ops.QrOp):
+    producer = editor.producer(qr, ops.QrOp)
+    if producer is None:
         return None
     (matrix,) = producer.args
     source = _source(editor, matrix)

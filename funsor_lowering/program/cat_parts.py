@@ -163,8 +163,8 @@ def merge_zero_parts(editor, cat, args, value_type):
 
 def _zeros_prototype(editor, ref):
     """The prototype of ``new_zeros`` ``ref`` (of known shape), else ``None``."""
-    producer = editor.producer(ref)
-    if producer is None or not isinstance(producer.op, ops.NewZerosOp):
+    producer = editor.producer(ref, ops.NewZerosOp)
+    if producer is None:
         return None
     if producer.packed or editor.value_type(ref) is None:
         return None

@@ -82,8 +82,8 @@ class _Piece:
 
 def _piece(editor, ref, axis):
     """``ref`` as a :class:`_Piece` along result ``axis``, or ``None``."""
-    producer = editor.producer(ref)
-    if producer is None or not isinstance(producer.op, ops.GetsliceOp):
+    producer = editor.producer(ref, ops.GetsliceOp)
+    if producer is None:
         return None
     (source,) = producer.args
     source_type = editor.value_type(source)

@@ -51,8 +51,8 @@ def cholesky_identities(editor, args, value_type):
 
 def _factored(editor, ref):
     """``G`` where ``ref`` is ``cholesky(G)``, else ``None``."""
-    producer = editor.producer(ref)
-    if producer is None or not isinstance(producer.op, ops.CholeskyOp):
+    producer = editor.producer(ref, ops.CholeskyOp)
+    if producer is None:
         return None
     return producer.args[0]
 

@@ -149,9 +149,15 @@ class Editor:
         """The value of a constant ref, else ``None``."""
         return self.constants[ref.k] if ref.kind == "c" else None
 
-    def producer(self, ref):
-        """The Operation (with ref args) that computes ``ref``, or ``None``."""
-        return self.operations[ref.k][0] if ref.kind == "o" else None
+    def producer(self, ref, *op_types):
+        """The Operation (with ref args) that computes ``ref``, or ``None``;
+        with ``op_types``, only an operation applying one of them."""
+        if ref.kind != "o":
+            return None
+        operation = self.operations[ref.k][0]
+        if op_types and not isinstance(operation.op, op_types):
+            return None
+        return operation
 
     # --------------------------------------------------------------- editing
     def copy_operations(self, program, rule=None):

@@ -33,8 +33,8 @@ Example: a rule for ``-(-x)``, as registered below::
 
     @simplification(ops.NegOp)
     def _double_negation(context, editor, operation, args, value_type):
-        inner = editor.producer(args[0])
-        if inner is not None and isinstance(inner.op, ops.NegOp):
+        inner = editor.producer(args[0], ops.NegOp)
+        if inner is not None:
             return inner.args[0]
         return None
 
@@ -146,20 +146,20 @@ def _permutation(context, editor, operation, args, value_type):
         return None
     if dims == tuple(range(len(dims))):
         return args[0]
-    inner = editor.producer(args[0])
-    if inner is not None and isinstance(inner.op, (ops.PermuteOp, ops.TransposeOp)):
+    inner = editor.producer(args[0], ops.PermuteOp, ops.TransposeOp)
+    if inner is not None:
         inner_dims = permutation_dims(inner.op, dims)
         composed = tuple(inner_dims[d] for d in dims)
         if composed == tuple(range(len(composed))):
             return inner.args[0]
         return editor.emit(ops.PermuteOp(dims=composed), inner.args, False, value_type)
+    einsum = editor.producer(args[0], ops.EinsumOp)
     if (
         isinstance(op, ops.PermuteOp)
-        and inner is not None
-        and isinstance(inner.op, ops.EinsumOp)
+        and einsum is not None
         and context.read_once(operation.args[0])  # else the einsum runs twice
     ):
-        return _permute_einsum_output(editor, inner, dims, value_type)
+        return _permute_einsum_output(editor, einsum, dims, value_type)
     rank = len(dims)
     if dims == (*range(rank - 2), rank - 1, rank - 2):
         return swap_of_slice(editor, args, value_type)
@@ -214,9 +214,10 @@ def _getslice(context, editor, operation, args, value_type):
         simpler = without_unit_axis(editor, args[0], value_type)
         if simpler is not None:  # (v[..., None, :] @ m)[..., 0, :]
             return simpler
-    inner = editor.producer(args[0])
-    if inner is not None and isinstance(inner.op, ops.GetsliceOp):
+    inner = editor.producer(args[0], ops.GetsliceOp)
+    if inner is not None:
         return _slice_of_slice(editor, inner, index, value_type)
+    inner = editor.producer(args[0])
     simpler = _slice_of_producer(context, editor, inner, index, value_type)
     if simpler is not None or source is None:
         return simpler
@@ -272,8 +273,8 @@ def _gather(context, editor, operation, args, value_type):
 
 @simplification(ops.NegOp)
 def _double_negation(context, editor, operation, args, value_type):
-    inner = editor.producer(args[0])
-    if inner is not None and isinstance(inner.op, ops.NegOp):
+    inner = editor.producer(args[0], ops.NegOp)
+    if inner is not None:
         return inner.args[0]
     return None
 
@@ -395,8 +396,8 @@ def _fold_negation(editor, op, args, value_type):
     if value_type is None or value_type.kind != "real":
         return None
     for negated, other in ((args[0], args[1]), (args[1], args[0])):
-        inner = editor.producer(negated)
-        if inner is None or not isinstance(inner.op, ops.NegOp):
+        inner = editor.producer(negated, ops.NegOp)
+        if inner is None:
             continue
         c = editor.constant_value(other)
         if isinstance(c, bool) or not isinstance(c, (int, float)):
@@ -426,8 +427,8 @@ def _fold_permutes_into_einsum(editor, operation, args, value_type):
     changed = False
     new_args = list(args)
     for n, arg in enumerate(args):
-        inner = editor.producer(arg)
-        if inner is None or not isinstance(inner.op, ops.PermuteOp):
+        inner = editor.producer(arg, ops.PermuteOp)
+        if inner is None:
             continue
         dims = tuple(inner.op.defaults["dims"])
         if len(dims) != len(subscripts[n]):

@@ -54,8 +54,8 @@ def without_unit_axis(editor, product, value_type):
     of a unit-axis reshape of a batch of vectors and a matrix without
     batch axes) reshaped without its unit axis, as a product of the vectors
     themselves; else ``None``."""
-    producer = editor.producer(product)
-    if producer is None or not isinstance(producer.op, ops.MatmulOp):
+    producer = editor.producer(product, ops.MatmulOp)
+    if producer is None:
         return None
     if len(producer.args) != 2 or value_type is None:
         return None
