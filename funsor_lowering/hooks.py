@@ -334,109 +334,105 @@ class ContextStack:
         return f"ContextStack({list(self._items())!r})"
 
 
-def _install():
-    if not isinstance(funsor.interpreter._STACK, ContextStack):
-        funsor.interpreter._STACK = ContextStack(funsor.interpreter._STACK)
-    terms, adjoint = "funsor.terms", "funsor.adjoint"
-    hook_method("Op.__call__", Op, "__call__", "funsor.ops.op", "Op.__call__")
-    hook_method("Funsor.__bool__", Funsor, "__bool__", terms, "Funsor.__bool__")
-    hook_method("Funsor.item", Funsor, "item", terms, "Funsor.item")
-    hook_method("Funsor.sample", Funsor, "sample", terms, "Funsor.sample")
-    hook_method("Funsor.reduce", Funsor, "reduce", terms, "Funsor.reduce")
-    for name in ("__float__", "__int__"):
-        hook_absent(f"Funsor.{name}", Funsor, name, _no_conversion)
-    hook_absent("Funsor.data", Funsor, "data", _no_attribute, is_property=True)
-    hook_attribute("reflect.interpret", reflect, "interpret", terms, "reflect")
-    hook_attribute(
+# Methods hooked, by owner: (owner, funsor module, method names); the key
+# of each is "Owner.name".
+_METHODS = (
+    (Op, "funsor.ops.op", ("__call__",)),
+    (Funsor, "funsor.terms", ("__bool__", "item", "sample", "reduce")),
+    (GaussianMeta, "funsor.gaussian", ("__call__",)),
+    (Gaussian, "funsor.gaussian", ("eager_subs", "eager_reduce", "_sample")),
+    (Tensor, "funsor.tensor", ("_sample", "eager_subs")),
+    (Delta, "funsor.delta", ("eager_subs",)),
+    (Distribution, "funsor.distribution", ("_sample",)),
+    (AdjointTape, "funsor.adjoint", ("__enter__",)),
+)
+# Module functions and instances' attributes hooked where funsor looks them
+# up: (key, owner, attribute, funsor's module and qualified name).
+_ATTRIBUTES = (
+    ("reflect.interpret", reflect, "interpret", "funsor.terms", "reflect"),
+    (
         "reflect.make_hash_key",
         reflect,
         "make_hash_key",
         "funsor.interpretations",
         "Interpretation.make_hash_key",
-    )
-    hook_attribute(
+    ),
+    (
         "optimize_base.interpret",
         funsor.optimizer.optimize_base,
         "interpret",
         "funsor.interpretations",
         "DispatchedInterpretation.interpret",
-    )
-    hook_method(
-        "GaussianMeta.__call__",
-        GaussianMeta,
-        "__call__",
-        "funsor.gaussian",
-        "GaussianMeta.__call__",
-    )
-    for name in ("eager_subs", "eager_reduce", "_sample"):
-        qualname = f"Gaussian.{name}"
-        hook_method(qualname, Gaussian, name, "funsor.gaussian", qualname)
-    hook_method("Tensor._sample", Tensor, "_sample", "funsor.tensor", "Tensor._sample")
-    hook_method(
-        "Delta.eager_subs", Delta, "eager_subs", "funsor.delta", "Delta.eager_subs"
-    )
-    hook_method(
-        "Tensor.eager_subs", Tensor, "eager_subs", "funsor.tensor", "Tensor.eager_subs"
-    )
-    hook_method(
-        "Distribution._sample",
-        Distribution,
-        "_sample",
-        "funsor.distribution",
-        "Distribution._sample",
-    )
-    hook_function(
-        "Distribution.eager_log_prob",
-        Distribution.__dict__["eager_log_prob"].__func__,
-        "funsor.distribution",
-        "Distribution.eager_log_prob",
-    )
-    hook_method(
-        "AdjointTape.__enter__",
-        AdjointTape,
-        "__enter__",
-        adjoint,
-        "AdjointTape.__enter__",
-    )
-    hook_attribute(
+    ),
+    (
         "adjoint.stack_reinterpret",
         funsor.adjoint,
         "stack_reinterpret",
         "funsor.interpreter",
         "stack_reinterpret",
-    )
-    hook_attribute(
+    ),
+    (
         "cnf._eager_contract_tensors",
         funsor.cnf,
         "_eager_contract_tensors",
         "funsor.cnf",
         "_eager_contract_tensors",
-    )
-    hook_registered(
-        "adjoint_contract_generic",
-        funsor.adjoint.adjoint_ops,
-        funsor.adjoint.adjoint_contract_generic,
-        adjoint,
-        "adjoint_contract_generic",
-    )
-    hook_attribute(
+    ),
+    (
         "sum_product._partition",
         funsor.sum_product,
         "_partition",
         "funsor.sum_product",
         "_partition",
-    )
-    hook_function(
+    ),
+)
+# Function objects hooked themselves (bound by name elsewhere, or registered
+# as patterns after this module is imported): (key, function, funsor's
+# module and qualified name).
+_FUNCTIONS = (
+    (
+        "Distribution.eager_log_prob",
+        Distribution.__dict__["eager_log_prob"].__func__,
+        "funsor.distribution",
+        "Distribution.eager_log_prob",
+    ),
+    (
         "recipes.forward_filter_backward_rsample",
         funsor.recipes.forward_filter_backward_rsample,
         "funsor.recipes",
         "forward_filter_backward_rsample",
+    ),
+    # each backend's distributions module registers these when the backend
+    # is first set, maybe after this module is imported
+    *(
+        (f"distribution.{name}", getattr(funsor.distribution, name))
+        + ("funsor.distribution", name)
+        for name in ("eager_normal", "eager_mvn")
+    ),
+)
+
+
+def _install():
+    if not isinstance(funsor.interpreter._STACK, ContextStack):
+        funsor.interpreter._STACK = ContextStack(funsor.interpreter._STACK)
+    for owner, module, names in _METHODS:
+        for name in names:
+            key = f"{owner.__name__}.{name}"
+            hook_method(key, owner, name, module, key)
+    for name in ("__float__", "__int__"):
+        hook_absent(f"Funsor.{name}", Funsor, name, _no_conversion)
+    hook_absent("Funsor.data", Funsor, "data", _no_attribute, is_property=True)
+    for key, owner, name, module, qualname in _ATTRIBUTES:
+        hook_attribute(key, owner, name, module, qualname)
+    for key, function, module, qualname in _FUNCTIONS:
+        hook_function(key, function, module, qualname)
+    hook_registered(
+        "adjoint_contract_generic",
+        funsor.adjoint.adjoint_ops,
+        funsor.adjoint.adjoint_contract_generic,
+        "funsor.adjoint",
+        "adjoint_contract_generic",
     )
-    for name in ("eager_normal", "eager_mvn"):
-        # the function object itself: each backend's distributions module
-        # registers it when the backend is first set, maybe after this
-        fn = getattr(funsor.distribution, name)
-        hook_function(f"distribution.{name}", fn, "funsor.distribution", name)
     for op_type in SHAPE_RULES:
         hook_shape_rule(op_type)
     add = _gaussian_add_pattern()
