@@ -187,7 +187,8 @@ def hook_shape_rule(op_type):
 def shape_rule_replacements():
     """The replacements selecting the package's shape rules
     (:data:`~funsor_lowering.shapes.SHAPE_RULES`) over funsor's, and the
-    cons-hash keys that keep the terms they build apart (:func:`_hash_key`)."""
+    cons-hash keys that keep the terms they build apart
+    (:func:`_hash_key_with_package_rules`)."""
     replacements = {
         f"find_domain.{t.__name__}": rule for t, rule in SHAPE_RULES.items()
     }
