@@ -29,14 +29,7 @@ solves without unit axes, ``sum(x * y, -1)`` as ``vecdot``
 (:mod:`~funsor_lowering.program.vector_products`); draws' prototypes taken
 from the earliest value of the same dtype.
 
-Example: a rule for ``-(-x)``, as registered below::
-
-    @simplification(ops.NegOp)
-    def _double_negation(context, editor, operation, args, value_type):
-        inner = editor.producer(args[0], ops.NegOp)
-        if inner is not None:
-            return inner.args[0]
-        return None
+``_double_negation`` below is the shortest rule, ``-(-x)`` as ``x``.
 
 Example (the dead ``neg`` is left to ``eliminate_dead_code``)::
 

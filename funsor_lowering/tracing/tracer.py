@@ -189,11 +189,7 @@ class OpRecorder:
             return recorder.record(op, args, kwargs, result)
 
         context = contextlib.ExitStack()
-        context.enter_context(
-            hooks.replaced(
-                {"Op.__call__": traced_call, **hooks.shape_rule_replacements()}
-            )
-        )
+        context.enter_context(hooks.replaced({"Op.__call__": traced_call}))
         context.enter_context(constants.recorded_by(self.constant))
         self._contexts.append(context)
         return self
