@@ -17,7 +17,8 @@ Example::
       return add
 
 Names are imported on first use, so running a (pickled) program loads only
-the runtime (``program``, ``codegen``, ``backends``), not the compiler.
+the IR, runtime and backends (``ir``, ``runtime``, ``backends``), not the
+compiler.
 """
 
 import importlib
@@ -25,15 +26,15 @@ import importlib
 __version__ = "0.1.0"
 
 # Public name -> the module defining it (the front end, funsor_lowering.api,
-# imports them all; unpickling a program needs only funsor_lowering.program).
+# imports them all; unpickling a program needs only funsor_lowering.ir).
 _EXPORTS = {
-    "CompilingInterpretation": "funsor_lowering.interpretations",
-    "OpProgram": "funsor_lowering.program",
+    "CompilingInterpretation": "funsor_lowering.lowering.interpretations",
+    "OpProgram": "funsor_lowering.ir.program",
     "compile_function": "funsor_lowering.api",
-    "compile_funsor": "funsor_lowering.compiler",
-    "compiling": "funsor_lowering.interpretations",
+    "compile_funsor": "funsor_lowering.lowering.compiler",
+    "compiling": "funsor_lowering.lowering.interpretations",
     "jit": "funsor_lowering.tracing.decorator",
-    "lower": "funsor_lowering.compiler",
+    "lower": "funsor_lowering.lowering.compiler",
     "trace_function": "funsor_lowering.tracing.tracer",
 }
 
@@ -45,7 +46,7 @@ def __getattr__(name):
         raise AttributeError(f"module 'funsor_lowering' has no attribute {name!r}")
     # from the first public name on, funsor's interpretation stack is local
     # to each thread and task (hooks installs it), before any block runs
-    importlib.import_module("funsor_lowering.hooks")
+    importlib.import_module("funsor_lowering.funsor_hooks")
     value = getattr(importlib.import_module(_EXPORTS[name]), name)
     globals()[name] = value
     return value

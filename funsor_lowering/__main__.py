@@ -24,7 +24,7 @@ def main(argv=None):
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "demo":
-        from .demo import main as run_demo
+        from .cli.demo import main as run_demo
 
         return run_demo(args.backend)
     return 0

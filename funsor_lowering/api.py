@@ -19,11 +19,11 @@ import functools
 
 from funsor.terms import Variable
 
-from .compiler import compile_funsor, lower
-from .interpretations import CompilingInterpretation, compiling
-from .interpretations.recording import block_state
-from .interpretations.segments import Segment
-from .program import OpProgram
+from .ir.program import OpProgram
+from .lowering.compiler import compile_funsor, lower
+from .lowering.interpretations import CompilingInterpretation, compiling
+from .lowering.interpretations.recording import block_state
+from .lowering.interpretations.segments import Segment
 from .tracing.concretization import backend_errors_named
 from .tracing.tracer import trace_function
 
@@ -36,7 +36,8 @@ def compile_function(fn=None, **domains):
 
     Sampling and ``funsor.adjoint``'s tape, which funsor runs on concrete
     values only, run once as segments traced on symbolic arrays (see
-    :mod:`funsor_lowering.interpretations.eager_steps`); random draws stay live.
+    :mod:`funsor_lowering.lowering.interpretations.eager_steps`); random
+    draws stay live.
     A ``Gaussian`` built from the keyword funsors holds their shadows
     (symbolic arrays), and terms over it are evaluated as eager funsor
     evaluates them, every op recorded: ``fn`` still runs once.

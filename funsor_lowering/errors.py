@@ -41,8 +41,8 @@ RULE_FILES = {
 
 
 def rule_file(term_type_name):
-    """The file of ``funsor_lowering/rules/`` where a term type's rules go."""
-    return "funsor_lowering/rules/" + RULE_FILES.get(
+    """The file of ``funsor_lowering/lowering/rules/`` where a term type's rules go."""
+    return "funsor_lowering/lowering/rules/" + RULE_FILES.get(
         term_type_name, term_type_name.lower() + ".py"
     )
 
@@ -129,7 +129,7 @@ class UnsupportedTermError(NotImplementedError):
 
 class IntermediateTooLargeError(MemoryError):
     """Compiling a term would materialize an intermediate array larger than
-    :data:`funsor_lowering.layout.MAX_INTERMEDIATE_ELEMENTS` elements.
+    :data:`funsor_lowering.lowering.layout.MAX_INTERMEDIATE_ELEMENTS` elements.
 
     Example::
 
@@ -158,7 +158,7 @@ class IntermediateTooLargeError(MemoryError):
             f"compiling{where} would materialize an intermediate of shape "
             f"{self.shape} ({size:,} elements, {size * 8 / 2**30:.1f} GiB in "
             f"float64), more than the limit of {self.limit:,} elements "
-            f"(funsor_lowering.layout.MAX_INTERMEDIATE_ELEMENTS); build the "
+            f"(funsor_lowering.lowering.layout.MAX_INTERMEDIATE_ELEMENTS); build the "
             f"sum-product so it factorizes (funsor's sum_product with "
             f"apply_optimizer, or a Contraction over the factors)"
         )

@@ -13,7 +13,7 @@ from funsor.tensor import Tensor
 from funsor.terms import Binary, Finitary, Funsor, Number, Tuple, Unary, Variable
 from funsor.testing import randn
 
-from funsor_lowering.hooks import package_shape_rules
+from funsor_lowering.funsor_hooks import package_shape_rules
 
 # The float dtype of test data: FUNSOR_FLOAT_DTYPE, by default each
 # backend's own default (numpy float64; torch and jax float32).

@@ -8,7 +8,7 @@ from funsor.terms import Number, Tuple, Variable
 from hypothesis import reject
 from hypothesis import strategies as st
 
-from funsor_lowering.hooks import package_shape_rules
+from funsor_lowering.funsor_hooks import package_shape_rules
 
 from .helpers import from_numpy
 

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from funsor_lowering.program.basic_index import canonical_index, compose_indices
+from funsor_lowering.passes.basic_index import canonical_index, compose_indices
 
 
 def _parts(draw, sizes):

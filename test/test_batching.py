@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from funsor import ops
 
-from funsor_lowering.batching import batch_op
+from funsor_lowering.ops.batching import batch_op
 
 from .helpers import assert_matches, backend_randn, to_numpy
 

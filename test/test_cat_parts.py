@@ -1,5 +1,5 @@
 """Slices and gathers of large concatenations taken from their parts
-(:mod:`funsor_lowering.program.cat_parts`): traced programs equal the
+(:mod:`funsor_lowering.passes.cat_parts`): traced programs equal the
 functions they trace (run eagerly with ``funsor.ops``), select from the
 parts without materializing the large concatenation, and leave small
 ones as they were."""
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from funsor_lowering import trace_function
-from funsor_lowering.program import cat_parts
+from funsor_lowering.passes import cat_parts
 
 from .helpers import assert_matches, backend_randn, from_numpy
 

@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from funsor_lowering import compile_funsor
 from funsor_lowering.backends import array_backend
-from funsor_lowering.extra_ops import (
+from funsor_lowering.lowering.rules.chains import SCAN_MIN_STEPS
+from funsor_lowering.ops.extra_ops import (
     LogsumexpScanEmittingOp,
     LogsumexpScanOp,
     logsumexp_scan_emitting,
 )
-from funsor_lowering.rules.chains import SCAN_MIN_STEPS
 
 from .conftest import BACKEND
 from .helpers import (

@@ -231,7 +231,9 @@ def test_memoize_composes():
 def test_pickled_program_runs_in_a_fresh_process(tmp_path):
     program = compile_function(plated_sum_product(frozenset("xyz")), **FACTOR_DOMAINS)
     arrays = random_arrays(FACTOR_DOMAINS)
-    result = run_in_fresh_process(program, arrays, tmp_path, "funsor_lowering.rules")
+    result = run_in_fresh_process(
+        program, arrays, tmp_path, "funsor_lowering.lowering.rules"
+    )
     assert_matches(result, program(**arrays))
 
 

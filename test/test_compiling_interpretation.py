@@ -144,7 +144,9 @@ def test_sample_names_of_a_sum_longer_than_the_recursion_limit():
     from funsor.delta import Delta
     from funsor.interpretations import lazy
 
-    from funsor_lowering.interpretations.eager_steps import sampled_names
+    from funsor_lowering.lowering.interpretations.eager_steps import (
+        sampled_names,
+    )
 
     with lazy:
         total = Delta("a", Variable("p", Real))

@@ -21,16 +21,17 @@ from funsor.terms import Variable
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from funsor_lowering import compile_funsor, extra_ops
-from funsor_lowering.program import Operation, OpProgram, ValueType
-from funsor_lowering.program.basic_index import canonical_index
-from funsor_lowering.program.passes import einsums_as_matmuls, optimize
-from funsor_lowering.program.vectorize import vectorize
-from funsor_lowering.rules.contraction import (
+from funsor_lowering import compile_funsor
+from funsor_lowering.ir.program import Operation, OpProgram, ValueType
+from funsor_lowering.lowering.rules.contraction import (
     ROUNDS_MIN_OPERANDS,
     einsum_path,
     plan_in_rounds,
 )
+from funsor_lowering.ops import extra_ops
+from funsor_lowering.passes.basic_index import canonical_index
+from funsor_lowering.passes.pipeline import einsums_as_matmuls, optimize
+from funsor_lowering.passes.vectorize import vectorize
 
 from .helpers import (
     assert_matches,
@@ -635,7 +636,7 @@ def test_ffbs_factors_each_precision_once(monkeypatch):
     # whose precisions the forward pass factored already: no two Cholesky
     # factors are equal
     from benchmarks.cases import FFBS, random_inputs
-    from funsor_lowering.program.codegen import evaluate
+    from funsor_lowering.runtime.codegen import evaluate
     from funsor_lowering.tracing import dense_ffbs
 
     monkeypatch.setattr(dense_ffbs, "MAX_DIM", 0)
@@ -870,7 +871,7 @@ def test_numpy_logsumexp_over_a_short_axis_of_a_large_array_equals_funsors(data)
 @pytest.mark.parametrize("axis", [None, 1, (0, 1)])
 def test_numpy_reductions_equal_funsors_with_its_dtypes(dtype, axis):
     from funsor_lowering.backends import array_backend
-    from funsor_lowering.program.codegen import resolve
+    from funsor_lowering.runtime.codegen import resolve
 
     x = (np.arange(12).reshape(3, 4) % 3).astype(dtype)
     for op_type in (ops.SumOp, ops.ProdOp, ops.AmaxOp, ops.AminOp, ops.AllOp):
@@ -888,7 +889,7 @@ def test_numpy_reductions_equal_funsors_with_its_dtypes(dtype, axis):
 def test_numpy_array_methods_equal_funsors_functions(data):
     # swapaxes / diagonal methods, take for a gather by an integer array
     from funsor_lowering.backends import array_backend
-    from funsor_lowering.program.codegen import resolve
+    from funsor_lowering.runtime.codegen import resolve
 
     shape = data.draw(st.lists(st.integers(1, 4), min_size=2, max_size=4), "shape")
     x = np.random.default_rng(len(shape)).normal(size=shape)
@@ -1023,7 +1024,7 @@ def test_jax_linear_algebra_runs_as_one_kernel_equal_to_funsors(
     x_shape, y_shape, upper, transpose
 ):
     from funsor_lowering.backends import array_backend
-    from funsor_lowering.program.codegen import resolve
+    from funsor_lowering.runtime.codegen import resolve
 
     def kernel(op, operands):
         impl, extra, kwargs = resolve(op, operands, array_backend("jax"))
@@ -1120,7 +1121,7 @@ from funsor.domains import Reals
 from funsor.tensor import Tensor
 from funsor.terms import Tuple, Variable
 from funsor_lowering import compile_funsor, trace_function
-from funsor_lowering.extra_ops import getslice_op
+from funsor_lowering.ops.extra_ops import getslice_op
 
 backend = sys.argv[1]
 funsor.set_backend(backend)

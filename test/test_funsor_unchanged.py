@@ -69,7 +69,7 @@ BATTERY = textwrap.dedent(
     INTERPRETATIONS = [("lazy", lazy), ("reflect", reflect), ("normalize", normalize)]
     kept = []  # the package's own terms, alive while funsor builds the same
     if sys.argv[2] == "import":
-        from funsor_lowering.hooks import package_shape_rules
+        from funsor_lowering.funsor_hooks import package_shape_rules
 
         for name, interp in INTERPRETATIONS:
             for case, build in LAZY.items():

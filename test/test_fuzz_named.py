@@ -16,7 +16,7 @@ from hypothesis import given, reject
 from hypothesis import strategies as st
 
 from funsor_lowering import compile_funsor, lower
-from funsor_lowering.program import iter_leaves
+from funsor_lowering.ir.structure import iter_leaves
 
 from .helpers import (
     assert_matches,

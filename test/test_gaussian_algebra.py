@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from funsor_lowering import compile_funsor, trace_function
-from funsor_lowering import gaussian_algebra as ga
-from funsor_lowering.hooks import package_shape_rules
+from funsor_lowering.funsor_hooks import package_shape_rules
+from funsor_lowering.tracing import gaussian_algebra as ga
 
 from .helpers import FLOAT_DTYPE, assert_matches, from_numpy, to_numpy
 

@@ -32,7 +32,7 @@ from funsor.terms import (
 )
 
 from funsor_lowering import compile_funsor
-from funsor_lowering.rules import contraction
+from funsor_lowering.lowering.rules import contraction
 
 from .helpers import (
     assert_matches,

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from benchmarks.cases import CASES, TracedCase, random_inputs
-from funsor_lowering import compile_funsor, hooks
+from funsor_lowering import compile_funsor
+from funsor_lowering import funsor_hooks as hooks
 
 from .helpers import random_arrays
 from .strategies import programs
@@ -82,7 +83,7 @@ def test_torch_bodies_call_torch_where_funsors_wrappers_only_pick_arguments(name
     # functions around one torch call each: bodies call torch directly
     from funsor import ops
 
-    from funsor_lowering.program.codegen import evaluate
+    from funsor_lowering.runtime.codegen import evaluate
 
     case = next(c for c in CASES if c.name == name)
     arrays = random_inputs(case)

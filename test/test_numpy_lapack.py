@@ -25,7 +25,7 @@ TOLERANCE = {np.float32: 1e-4, np.float64: 1e-10}
 def resolved(op, *operands):
     """The implementation generated numpy code calls for ``op(*operands)``
     (the backend's choice), called."""
-    from funsor_lowering.program.codegen import resolve
+    from funsor_lowering.runtime.codegen import resolve
 
     impl, extra, kwargs = resolve(op, operands, BACKEND)
     return impl(*operands, *extra, **kwargs), impl

@@ -116,7 +116,7 @@ def test_normal_form_checks_mirror_funsors_assertions():
     from funsor.interpretations import reflect
     from funsor.terms import Reduce, Variable
 
-    from funsor_lowering.sound_algebra import (
+    from funsor_lowering.lowering.sound_algebra import (
         fuses_non_distributive,
         is_normal_contraction,
     )

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from funsor_lowering import compile_funsor, trace_function
-from funsor_lowering.extra_ops import getslice_op
-from funsor_lowering.program import Operation, OpProgram, ValueType
-from funsor_lowering.program.passes import (
+from funsor_lowering.ir.program import Operation, OpProgram, ValueType
+from funsor_lowering.ops.extra_ops import getslice_op
+from funsor_lowering.passes.pipeline import (
     PassResult,
     defer_expands,
     eliminate_common_subexpressions,

@@ -10,7 +10,7 @@ from funsor.domains import Real, Reals
 from funsor.terms import Variable
 
 from funsor_lowering import OpProgram, compile_funsor
-from funsor_lowering.program import Operation
+from funsor_lowering.ir.program import Operation
 
 from .helpers import assert_matches, backend_randn, run_three_ways
 

@@ -10,8 +10,8 @@ from hypothesis import given, reject
 from hypothesis import strategies as st
 
 from funsor_lowering import compile_funsor
-from funsor_lowering.hooks import package_shape_rules
-from funsor_lowering.program import iter_leaves
+from funsor_lowering.funsor_hooks import package_shape_rules
+from funsor_lowering.ir.structure import iter_leaves
 
 from .helpers import check_compiled, data_of, evaluate, from_numpy, to_numpy
 from .strategies import programs

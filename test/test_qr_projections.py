@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from benchmarks.cases import FFBS, Kalman, random_inputs
 from funsor_lowering import trace_function
-from funsor_lowering.extra_ops import QrProjectOp, qr_project
+from funsor_lowering.ops.extra_ops import QrProjectOp, qr_project
 
 from .helpers import assert_matches, from_numpy, to_numpy
 

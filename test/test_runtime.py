@@ -17,7 +17,9 @@ from funsor.tensor import Tensor
 from funsor.terms import Variable
 
 from funsor_lowering import OpProgram, compile_function, compile_funsor
-from funsor_lowering.program import Operation, codegen, runtime
+from funsor_lowering.ir.program import Operation
+from funsor_lowering.runtime import codegen
+from funsor_lowering.runtime import entry as runtime
 
 from .helpers import (
     assert_matches,
@@ -118,7 +120,7 @@ def test_seen_signatures_never_generate_code_nor_grow_linecache(monkeypatch):
         generated.append(args)
         return define(*args, **kwargs)
 
-    monkeypatch.setattr("funsor_lowering.program.codegen._define", counting)
+    monkeypatch.setattr("funsor_lowering.runtime.codegen._define", counting)
     cached = set(linecache.cache)
     for _ in range(100):
         program(x=first)
@@ -413,7 +415,7 @@ def test_pickled_program_runs_in_a_fresh_process(tmp_path):
     program = compile_funsor(Variable("x", Reals[2]).exp())
     x = arrays_of("float64", 2)
     result = run_in_fresh_process(
-        program, {"x": x}, tmp_path, "funsor_lowering.compiler"
+        program, {"x": x}, tmp_path, "funsor_lowering.lowering.compiler"
     )
     assert_matches(result, np.exp(to_numpy(x)))
 
@@ -468,7 +470,7 @@ def test_a_recorded_shape_the_operation_does_not_compute_is_an_internal_error():
     # stops at that operation when the body is built (not at an op it feeds)
     from funsor import ops
 
-    from funsor_lowering.program import Operation, OpProgram, ValueType
+    from funsor_lowering.ir.program import Operation, OpProgram, ValueType
 
     wrong = ValueType((3, 2), "real")
     program = OpProgram(

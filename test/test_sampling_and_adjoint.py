@@ -32,8 +32,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from funsor_lowering import compile_function, compile_funsor, compiling
-from funsor_lowering.interpretations.recording import current_recording
-from funsor_lowering.interpretations.segments import Segment
+from funsor_lowering.lowering.interpretations.recording import current_recording
+from funsor_lowering.lowering.interpretations.segments import Segment
 from funsor_lowering.tracing.concretization import ConcretizationError
 from funsor_lowering.tracing.tracer import RANDOM_OPS
 
@@ -547,7 +547,7 @@ def test_block_programs_run_in_a_fresh_process(tmp_path):
 
         arrays["rng_key"] = jax.random.PRNGKey(0)
     mean, marginals = run_in_fresh_process(
-        program, arrays, tmp_path, "funsor_lowering.interpretations"
+        program, arrays, tmp_path, "funsor_lowering.lowering.interpretations"
     )
     expected_mean, expected_marginals = program(**arrays)
     assert to_numpy(mean).shape == ()  # a fresh Monte Carlo estimate

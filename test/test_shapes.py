@@ -1,4 +1,4 @@
-"""The package's shape rules (funsor_lowering.shapes, in effect through
+"""The package's shape rules (funsor_lowering.ops.shapes, in effect through
 funsor.domains.find_domain in the package's own work), checked against the
 shapes the backend ops actually produce."""
 
@@ -6,7 +6,7 @@ import pytest
 from funsor import ops
 from funsor.domains import Array, Reals, find_domain
 
-from funsor_lowering.hooks import package_shape_rules
+from funsor_lowering.funsor_hooks import package_shape_rules
 
 from .helpers import backend_randn
 

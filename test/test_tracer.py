@@ -438,8 +438,8 @@ def _check_shape_rule(op, args, by_rule):
     evaluation gives; else it leaves the op to evaluation (which raises
     the backend's error where the backend refuses)."""
     from funsor_lowering.backends import array_backend
-    from funsor_lowering.hooks import original
-    from funsor_lowering.program.codegen import bind_call
+    from funsor_lowering.funsor_hooks import original
+    from funsor_lowering.runtime.codegen import bind_call
     from funsor_lowering.tracing import abstract
 
     backend = array_backend(funsor.get_backend())

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from benchmarks.cases import FFBS, Kalman, random_inputs
 from funsor_lowering import trace_function
-from funsor_lowering.extra_ops import TriangularSolveVectorsOp, VecdotOp
+from funsor_lowering.ops.extra_ops import TriangularSolveVectorsOp, VecdotOp
 
 from .helpers import assert_matches, from_numpy, run_three_ways, to_numpy
 

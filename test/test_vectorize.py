@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from funsor_lowering import compile_funsor
-from funsor_lowering.hooks import package_shape_rules
-from funsor_lowering.program import Operation, OpProgram, ValueType
-from funsor_lowering.program.passes import optimize
-from funsor_lowering.program.vectorize import vectorize
+from funsor_lowering.funsor_hooks import package_shape_rules
+from funsor_lowering.ir.program import Operation, OpProgram, ValueType
+from funsor_lowering.passes.pipeline import optimize
+from funsor_lowering.passes.vectorize import vectorize
 
 from .helpers import assert_matches, backend_randn, check_compiled, from_numpy
 from .strategies import VARIABLES, expressions

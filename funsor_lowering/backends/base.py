@@ -64,7 +64,7 @@ class ArrayBackend:
         """``(context, resolved)``: a generated body's statements may run
         inside ``with context():`` (a callable, or ``None`` for none), with
         the implementations ``resolved`` (per operation, as
-        :func:`~funsor_lowering.program.codegen.resolve` gives them) the
+        :func:`~funsor_lowering.runtime.codegen.resolve` gives them) the
         backend may change for it."""
         return None, resolved
 
@@ -157,7 +157,7 @@ class ArrayBackend:
         return np.asarray(array)
 
     def example_input(self, value_type):
-        """An array of zeros of a :class:`~funsor_lowering.program.ValueType`
+        """An array of zeros of a :class:`~funsor_lowering.ir.program.ValueType`
         (for resolving implementations by type, never as data)."""
         dtype = {"real": np.float64, "int": np.int64, "bool": np.bool_}[value_type.kind]
         return self.from_numpy(np.zeros(value_type.shape, dtype))
@@ -194,7 +194,7 @@ class ArrayBackend:
 
     def example_inputs(self, program):
         """Inputs for ``program`` (its input nesting, stand-in arrays)."""
-        from ..structure import map_leaves
+        from ..ir.structure import map_leaves
 
         def example(value_type):
             dtype = {"real": self.float_dtype, "int": self.int_dtype}.get(
@@ -270,7 +270,7 @@ class ArrayBackend:
         return np.dtype(dtype)
 
     def tracing_hooks(self):
-        """Hook replacements (:mod:`funsor_lowering.hooks`) in effect while
+        """Hook replacements (:mod:`funsor_lowering.funsor_hooks`) in effect while
         tracing: route backend calls that funsor makes outside ``funsor.ops``
         (jax's key splitting) through ops."""
         return {}
@@ -301,7 +301,7 @@ class SelfCheckingJit:
 def nested_outputs(program, flat):
     """``flat`` (a function returning the program's output arrays as one
     flat tuple) returning the program's output nesting instead."""
-    from ..structure import map_leaves
+    from ..ir.structure import map_leaves
 
     counter = itertools.count()
     structure = map_leaves(lambda _: next(counter), program.output)

@@ -15,16 +15,16 @@ import numpy as np  # noqa: E402
 from funsor import ops  # noqa: E402
 from funsor.jax.ops import array as _funsor_jax_arrays  # noqa: E402
 
-from .. import hooks  # noqa: E402
-from ..dtypes import dtype_kind  # noqa: E402
-from ..extra_ops import (  # noqa: E402
+from .. import funsor_hooks as hooks  # noqa: E402
+from ..ir.structure import iter_leaves  # noqa: E402
+from ..ops.dtypes import dtype_kind  # noqa: E402
+from ..ops.extra_ops import (  # noqa: E402
     RandnWithKeyOp,
     categorical_sample,
     qr_project,
     relu,
     split_key,
 )
-from ..structure import iter_leaves  # noqa: E402
 from . import jax_threefry  # noqa: E402
 from .base import ArrayBackend, SelfCheckingJit, nested_outputs  # noqa: E402
 from .jax_primitives import composed_kernel, logsumexp, specialize  # noqa: E402

@@ -32,7 +32,7 @@ import jax  # noqa: E402
 from funsor import ops  # noqa: E402
 from jax import lax  # noqa: E402
 
-from ..extra_ops import (  # noqa: E402
+from ..ops.extra_ops import (  # noqa: E402
     LogsumexpScanEmittingOp,
     LogsumexpScanOp,
     QrProjectOp,

@@ -33,8 +33,8 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from funsor import ops  # noqa: E402
 
-from ..extra_ops import RANDOM_OP_TYPES, RandnWithKeyOp  # noqa: E402
-from ..structure import call_signature  # noqa: E402
+from ..ir.structure import call_signature  # noqa: E402
+from ..ops.extra_ops import RANDOM_OP_TYPES, RandnWithKeyOp  # noqa: E402
 
 # Calls after which an op is compiled: about a kernel's compile time over
 # what it saves a call (~4 ms / 20-40 us).

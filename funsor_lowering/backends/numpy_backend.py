@@ -6,8 +6,8 @@ import operator
 import numpy as np
 from funsor import ops
 
-from ..dtypes import dtype_kind
-from ..extra_ops import (
+from ..ops.dtypes import dtype_kind
+from ..ops.extra_ops import (
     LogsumexpScanEmittingOp,
     LogsumexpScanOp,
     TriangularSolveVectorsOp,

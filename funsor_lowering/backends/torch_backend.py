@@ -16,9 +16,10 @@ import torch
 import torch.fx
 from funsor import ops
 
-from .. import hooks
-from ..dtypes import dtype_kind
-from ..extra_ops import (
+from .. import funsor_hooks as hooks
+from ..ir.structure import iter_leaves, map_leaves
+from ..ops.dtypes import dtype_kind
+from ..ops.extra_ops import (
     LogsumexpScanEmittingOp,
     LogsumexpScanOp,
     VecdotOp,
@@ -27,7 +28,6 @@ from ..extra_ops import (
     triangular_solve_vectors,
     vecdot,
 )
-from ..structure import iter_leaves, map_leaves
 from ..tracing.symbolic import BACKEND_FUNCTIONS
 from .base import (
     ArrayBackend,

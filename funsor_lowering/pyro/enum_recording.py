@@ -25,7 +25,7 @@ from pyro.poutine.runtime import _PYRO_STACK
 from pyro.poutine.subsample_messenger import _Subsample
 from pyro.poutine.trace_messenger import TraceMessenger as PyroTraceMessenger
 
-from ..shapes import broadcast_shape
+from ..ops.shapes import broadcast_shape
 from .observed_bernoulli import BernoulliLogDensity, is_plain_bernoulli
 
 

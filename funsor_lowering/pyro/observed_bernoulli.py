@@ -19,7 +19,7 @@ import math
 import torch
 from torch.distributions.utils import clamp_probs, probs_to_logits
 
-from ..shapes import broadcast_shape
+from ..ops.shapes import broadcast_shape
 
 
 def is_plain_bernoulli(fn):

@@ -17,7 +17,7 @@ Example::
     >>> import numpy as np
     >>> from funsor import ops
     >>> from funsor_lowering.backends import array_backend
-    >>> from funsor_lowering.hooks import original
+    >>> from funsor_lowering.funsor_hooks import original
     >>> x = SymbolicArray((4, 3, 3), np.dtype("float64"))
     >>> numpy, call = array_backend("numpy"), original("Op.__call__")
     >>> abstract_result(ops.cholesky, (x,), {}, numpy, call)
@@ -27,7 +27,8 @@ Example::
 import numpy as np
 from funsor import ops
 
-from ..extra_ops import (
+from ..ir.structure import call_signature
+from ..ops.extra_ops import (
     RANDOM_OP_TYPES,
     CategoricalSampleOp,
     DistributionLogProbOp,
@@ -35,8 +36,7 @@ from ..extra_ops import (
     RandnWithKeyOp,
     backend_distribution,
 )
-from ..program.codegen import bind_call
-from ..structure import call_signature
+from ..runtime.codegen import bind_call
 from .symbolic import SymbolicArray
 
 

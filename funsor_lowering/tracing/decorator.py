@@ -56,7 +56,7 @@ from funsor.montecarlo import MonteCarlo
 from funsor.util import get_backend
 
 from ..backends import array_backend
-from ..structure import path_suffix
+from ..ir.structure import path_suffix
 from .pytree import Static, describe, flatten, unflatten
 from .symbolic import SymbolicArray
 from .tracer import trace_function

@@ -36,9 +36,9 @@ from funsor.gaussian import Gaussian
 from funsor.tensor import Tensor
 from funsor.terms import Funsor
 
-from .. import gaussian_algebra as ga
-from .. import hooks
-from ..extra_ops import take
+from .. import funsor_hooks as hooks
+from ..ops.extra_ops import take
+from . import gaussian_algebra as ga
 from .constants import constant_array
 from .gaussian_patterns import NamedGaussian, recording_draws
 

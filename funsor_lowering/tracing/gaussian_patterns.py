@@ -52,10 +52,10 @@ from funsor.terms import (
     Variable,
 )
 
-from .. import gaussian_algebra as ga
-from .. import hooks
-from ..layout import align_expanded
-from ..lowering import Lowered
+from .. import funsor_hooks as hooks
+from ..lowering.driver import Lowered
+from ..lowering.layout import align_expanded
+from . import gaussian_algebra as ga
 from .rng_keys import draw_key
 
 COMPRESSION_THRESHOLD = 2  # funsor's Gaussian.compression_threshold default
@@ -69,7 +69,7 @@ _FULL_RANK_COMPRESSION = contextvars.ContextVar("full_rank_compression", default
 def full_rank_compression():
     """While tracing in this context (this thread only), wide Gaussians
     compress by a Cholesky factor of their precision instead of a QR
-    factorization (:func:`~funsor_lowering.gaussian_algebra.compress` with
+    factorization (:func:`~funsor_lowering.tracing.gaussian_algebra.compress` with
     ``full_rank=True``): equal densities and samples at a fraction of the
     cost, for callers whose compressed precisions are positive definite
     (where one is singular the Cholesky factorization raises)."""
@@ -559,7 +559,7 @@ def _marginal(g, names):
     them), as funsor's ``Gaussian + Tensor``.
 
     Where ``g``'s rank covers all its real inputs, by one QR factorization
-    of ``g`` (:func:`~funsor_lowering.gaussian_algebra.marginalize_compressed`):
+    of ``g`` (:func:`~funsor_lowering.tracing.gaussian_algebra.marginalize_compressed`):
     the marginal comes compressed (rank = its dimension), where funsor
     factors the dropped block, projects the kept rows and compresses only
     when the rank exceeds twice the dimension. The same distribution (equal
@@ -749,7 +749,7 @@ def _standard_form(loc, value, inputs, domain, white_vec, prec_sqrt, constant):
 
 
 def ops_only_gaussians():
-    """Hook replacements (:mod:`funsor_lowering.hooks`) under which funsor's
+    """Hook replacements (:mod:`funsor_lowering.funsor_hooks`) under which funsor's
     Gaussian constructor, ``+``, ``eager_subs``, ``eager_reduce``, sampling
     and Normal / MVN conversion compute with ``funsor.ops`` only."""
     return {

@@ -25,7 +25,7 @@ Example::
 from funsor.interpretations import reflect
 from funsor.terms import Funsor
 
-from ..structure import path_suffix
+from ..ir.structure import path_suffix
 
 ARRAY = ("array",)
 

@@ -13,8 +13,8 @@ import contextvars
 from funsor.util import get_backend
 
 from ..backends import array_backend
-from ..extra_ops import split_key
-from ..program.ir import ValueType
+from ..ir.program import ValueType
+from ..ops.extra_ops import split_key
 
 # The input name and type of the key of programs that draw on jax (a raw
 # ``jax.random.PRNGKey``: two uint32).

@@ -27,8 +27,8 @@ from funsor import ops
 from funsor.tensor import tensor_to_funsor
 from funsor.terms import to_funsor
 
-from ..dtypes import dtype_kind
-from ..extra_ops import getslice_op, imag_part, real_part, relu, take
+from ..ops.dtypes import dtype_kind
+from ..ops.extra_ops import getslice_op, imag_part, real_part, relu, take
 from .concretization import refuse
 
 
@@ -79,7 +79,7 @@ class SymbolicArray:
                     f"indexing a traced value by {type(part).__name__}: only ints, "
                     f"slices, None, ... and one integer index array are "
                     f"supported; index arrays with funsor.ops (ops.take of "
-                    f"funsor_lowering.extra_ops, funsor Tensors)"
+                    f"funsor_lowering.ops.extra_ops, funsor Tensors)"
                 )
         if not arrays:  # never a one-item tuple op: see extra_ops.getslice_op
             return getslice_op(index)(self)

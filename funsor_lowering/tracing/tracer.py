@@ -50,10 +50,18 @@ from funsor.terms import Align, Funsor, Number, Slice, Subs, Tuple, Variable
 from funsor.typing import get_origin
 from funsor.util import get_backend, get_default_dtype
 
-from .. import hooks, rules, shapes  # noqa: F401  (register lowering and shape rules)
+from .. import funsor_hooks as hooks
 from ..backends import array_backend
 from ..errors import UnsupportedTermError
-from ..extra_ops import (
+from ..ir.editor import Editor
+from ..ir.program import ValueType, value_type_of
+from ..ir.structure import iter_leaves, iter_paths, map_leaves, path_suffix
+from ..lowering import rules  # noqa: F401  (registers the lowering rules)
+from ..lowering.driver import Lowerer
+from ..lowering.gc_pause import gc_paused
+from ..lowering.layout import align, union_batch
+from ..lowering.sound_algebra import is_normal_contraction
+from ..ops.extra_ops import (
     RANDOM_OP_TYPES,
     DistributionLogProbOp,
     DistributionSampleOp,
@@ -62,22 +70,9 @@ from ..extra_ops import (
     categorical_sample,
     flat_scatter,
 )
-from ..gc_pause import gc_paused
-from ..layout import align, union_batch
-from ..lowering import Lowerer
-from ..program import (
-    ValueType,
-    iter_leaves,
-    iter_paths,
-    map_leaves,
-    path_suffix,
-    value_type_of,
-)
-from ..program.codegen import bind_call
-from ..program.editor import Editor
-from ..program.passes import optimize
-from ..program.runtime import prepared
-from ..sound_algebra import is_normal_contraction
+from ..passes.pipeline import optimize
+from ..runtime.codegen import bind_call
+from ..runtime.entry import prepared
 from . import constants, dense_ffbs, gaussian_patterns
 from .abstract import abstract_result
 from .concretization import backend_errors_named
@@ -453,7 +448,7 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
     """``Distribution._sample`` while tracing: the draw is one recorded random
     op on the parameters' data (funsor's own calls the backend sampler on
     them directly, outside ``funsor.ops``)."""
-    from ..rules.distributions import parameter_operands
+    from ..lowering.rules.distributions import parameter_operands
 
     value = self.value
     if not isinstance(value, Variable) or value.name not in sampled_vars:
@@ -560,7 +555,7 @@ def traced_tensor_sample(self, sampled_vars, sample_inputs, rng_key):
 
 @contextlib.contextmanager
 def tracing_hooks(backend):
-    """While tracing (see :mod:`funsor_lowering.hooks`): funsor's samplers
+    """While tracing (see :mod:`funsor_lowering.funsor_hooks`): funsor's samplers
     record their draws as live ops, funsor's Gaussians compute with ops,
     and the backend routes its own calls (jax's key splitting) and its
     calls on captured values taking part in autograd through ops."""

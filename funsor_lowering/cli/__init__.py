@@ -1,0 +1,2 @@
+"""Command-line tools of ``python -m funsor_lowering``: the demo
+(:mod:`.demo`)."""

@@ -1,0 +1,230 @@
+"""Expands moved past the operations they feed.
+
+funsor broadcasts a Gaussian's parameters over sample or batch inputs with
+``expand`` before its algebra, so a program may factorize the same matrix
+once per particle, and an ``expand`` (``np.broadcast_to``: 2-4 us on
+numpy) feeds operations that broadcast by themselves.
+:func:`defer_expands` rewrites, for an argument ``expand(x)``:
+
+- an operation that broadcasts its operands (elementwise binary ops,
+  ``matmul``, triangular solves, ``vecdot``) to take ``x`` where the result keeps
+  its shape; where the result gets smaller, it is computed on the smaller
+  operands and expanded;
+- an operation acting on each matrix or element of a batch alone
+  (elementwise unary ops, ``cholesky``, ``transpose`` of trailing dims,
+  ``getslice`` keeping the expanded dims whole) to run on ``x``, then
+  expand.
+
+Each keeps results equal: broadcasting commutes with these operations.
+
+Example::
+
+    >>> import numpy as np
+    >>> from funsor import ops
+    >>> from funsor_lowering.ir.program import OpProgram, Operation, ValueType
+    >>> p = OpProgram(
+    ...     [],
+    ...     {"x": ValueType((2, 2), "real"), "y": ValueType((4, 2, 2), "real")},
+    ...     [Operation(ops.ExpandOp(shape=(4, 2, 2)), (0,)),
+    ...      Operation(ops.cholesky, (2,)),
+    ...      Operation(ops.matmul, (3, 1))],
+    ...     4,
+    ...     value_types=[ValueType((4, 2, 2), "real")] * 3,
+    ... )
+    >>> from funsor_lowering.passes.pipeline import eliminate_dead_code
+    >>> print(eliminate_dead_code(defer_expands(p).program).program)
+    OpProgram(x: real[2,2], y: real[4,2,2]) on numpy:
+      cholesky: real[2,2] = cholesky(x)
+      matmul: real[4,2,2] = matmul(cholesky, y)
+      return matmul
+"""
+
+from funsor import ops
+
+from ..ir.editor import rewrite
+from ..ir.program import ValueType
+from ..ops.extra_ops import TriangularSolveVectorsOp, TupleItemOp, VecdotOp, getslice_op
+from ..ops.shapes import broadcast_shape
+from .basic_index import expand_index, is_int, is_whole
+from .vectorize import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
+
+# Operations on the last dims of batches of matrices or vectors (as many
+# as the operands' core ranks), broadcasting the batch dims before them.
+CORE_RANKS = {
+    ops.MatmulOp: (2, 2),
+    ops.TriangularSolveOp: (2, 2),
+    TriangularSolveVectorsOp: (1, 2),
+    VecdotOp: (1, 1),
+}
+BATCH_BINARY = tuple(CORE_RANKS)
+
+
+def defer_expands(program):
+    """The program with expands moved past the operations they feed (see
+    the module's docstring)."""
+    return rewrite(program, _rule)
+
+
+def _source(editor, ref):
+    """``x`` where ``ref`` is ``expand(x)`` (both typed), else ``None``."""
+    producer = editor.producer(ref, ops.ExpandOp)
+    if producer is None:
+        return None
+    (source,) = producer.args
+    if editor.value_type(source) is None:
+        return None
+    return source
+
+
+def _rule(editor, operation, args, value_type):
+    if value_type is None or operation.packed:
+        return None
+    op = operation.op
+    if isinstance(op, BINARY_ELEMENTWISE + BATCH_BINARY) and len(args) == 2:
+        return _broadcasting(editor, op, args, value_type)
+    if len(args) != 1:
+        return None
+    if isinstance(op, TupleItemOp):
+        return _qr_item(editor, op, args[0], value_type)
+    source = _source(editor, args[0])
+    if source is None or editor.value_type(args[0]) is None:
+        return None
+    source_type = editor.value_type(source)
+    arg_shape = editor.value_type(args[0]).shape
+    shape = _unary_shape(op, source_type.shape, arg_shape)
+    if shape is None:
+        return None
+    if isinstance(op, ops.TransposeOp):
+        rank = len(value_type.shape)
+        op = ops.TransposeOp(
+            axis1=_from_end(op.defaults["axis1"], rank),
+            axis2=_from_end(op.defaults["axis2"], rank),
+        )
+    elif isinstance(op, ops.GetsliceOp):
+        op = getslice_op(shape[1])
+        shape = shape[0]
+    return _then_expand(editor, op, (source,), shape, value_type)
+
+
+def _qr_item(editor, op, qr, value_type):
+    """``tuple_item(qr(expand(x)), k)`` as ``tuple_item(qr(x), k)`` expanded
+    (equal ``qr(x)`` s computed once by common subexpression elimination)."""
+    producer = editor.producer(qr, ops.QrOp)
+    if producer is None:
+        return None
+    (matrix,) = producer.args
+    source = _source(editor, matrix)
+    if source is None or producer.op.defaults["mode"] != "reduced":
+        return None
+    source_shape = editor.value_type(source).shape
+    matrix_shape = editor.value_type(matrix).shape
+    if len(source_shape) < 2 or source_shape[-2:] != matrix_shape[-2:]:
+        return None  # the expand broadcast the matrix dims
+    item_shape = source_shape[:-2] + value_type.shape[-2:]
+    qr_source = editor.emit(producer.op, (source,), False, None)
+    return _then_expand(editor, op, (qr_source,), item_shape, value_type)
+
+
+def _then_expand(editor, op, args, shape, value_type):
+    """``op(*args)`` of result ``shape``, expanded to ``value_type``."""
+    result = editor.emit(op, args, False, ValueType(shape, value_type.kind))
+    if tuple(shape) == value_type.shape:
+        return result
+    expand = ops.ExpandOp(shape=value_type.shape)
+    return editor.emit(expand, (result,), False, value_type)
+
+
+def _broadcasting(editor, op, args, value_type):
+    sources = [_source(editor, a) for a in args]
+    if all(s is None for s in sources):
+        return None
+    types = [editor.value_type(a) for a in args]
+    if any(t is None for t in types):
+        return None
+    cores = CORE_RANKS.get(type(op), (0, 0))
+    smaller = list(args)
+    for k, source in enumerate(sources):
+        if source is None:
+            continue
+        source_shape = editor.value_type(source).shape
+        core = cores[k]
+        if core and (
+            len(source_shape) < core or source_shape[-core:] != types[k].shape[-core:]
+        ):
+            continue  # core dims must stay (no broadcasting there)
+        smaller[k] = source
+    if smaller == list(args):
+        return None
+    shapes = [editor.value_type(a).shape for a in smaller]
+    if any(len(s) < core for s, core in zip(shapes, cores)):
+        return None
+    batch = broadcast_shape(*(s[: len(s) - core] for s, core in zip(shapes, cores)))
+    shape = batch + _core_result(op, shapes)
+    return _then_expand(editor, op, smaller, shape, value_type)
+
+
+def _core_result(op, shapes):
+    """The trailing dims of ``op``'s result for operands of ``shapes``."""
+    if isinstance(op, ops.MatmulOp):
+        return (shapes[0][-2], shapes[1][-1])
+    if isinstance(op, ops.TriangularSolveOp):
+        return tuple(shapes[0][-2:])
+    if isinstance(op, TriangularSolveVectorsOp):
+        return tuple(shapes[0][-1:])
+    return ()  # elementwise (broadcast whole) and vecdot
+
+
+def _from_end(dim, rank):
+    return dim - rank if dim >= 0 else dim
+
+
+def _unary_shape(op, source, expanded):
+    """The shape of ``op`` applied to an array of shape ``source`` instead
+    of its expand to shape ``expanded``; for ``getslice``, ``(shape, index
+    into the source)``; ``None`` where ``op`` does not commute with the
+    expand."""
+    if isinstance(op, UNARY_ELEMENTWISE):
+        return source
+    if isinstance(op, ops.CholeskyOp):
+        ok = len(source) >= 2 and source[-2:] == expanded[-2:]
+        return source if ok else None
+    if isinstance(op, ops.TransposeOp):
+        rank = len(expanded)
+        dims = [_from_end(op.defaults[a], rank) for a in ("axis1", "axis2")]
+        if not all(-len(source) <= d < 0 for d in dims):
+            return None
+        shape = list(source)
+        shape[dims[0]], shape[dims[1]] = shape[dims[1]], shape[dims[0]]
+        return tuple(shape)
+    if isinstance(op, ops.GetsliceOp):
+        return _getslice_on_source(op.defaults["index"], source, expanded)
+    return None
+
+
+def _getslice_on_source(index, source, expanded):
+    """``(shape, source index)`` computing ``expand(x)[index]`` as
+    ``x[source index]`` then expanded, where ``index`` (basic, no new
+    axes) takes the new leading dims whole or one entry of each, and the
+    broadcast dims whole or one entry."""
+    parts = expand_index(index, len(expanded))
+    if parts is None or any(p is None for p in parts):
+        return None
+    lead = len(expanded) - len(source)
+    if not all(is_int(p) or is_whole(p, n) for p, n in zip(parts, expanded[:lead])):
+        return None
+    shape, source_index = [], []
+    for p, size, full in zip(parts[lead:], source, expanded[lead:]):
+        broadcast = size != full
+        if is_int(p):
+            if not -full <= p < full:
+                return None
+            source_index.append(0 if broadcast else p)
+            continue
+        if broadcast and not is_whole(p, full):
+            return None
+        source_index.append(p)
+        shape.append(len(range(*p.indices(size))))
+    return tuple(shape), tuple(source_index)
+
+
+__all__ = ["defer_expands"]
