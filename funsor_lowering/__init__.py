@@ -16,17 +16,52 @@ Example::
       add: real[2] = add(matmul, b)
       return add
 
-Names are imported on first use, so running a (pickled) program loads only
-the IR, runtime and backends (``ir``, ``runtime``, ``backends``), not the
-compiler.
+Importing the package installs its hooks into funsor (which change nothing
+outside its own blocks) and loads the IR, runtime and backends (``ir``,
+``runtime``, ``backends``): all a (pickled) program needs to run. The
+public names below are imported on first use: the compiler and the tracer
+load only when used.
 """
 
 import importlib
 
 __version__ = "0.1.0"
 
+
+def _connect_layers():
+    """Install the hooks into funsor (:mod:`.funsor_hooks`) and connect the
+    IR to the layers above it: a program calls its runtime and its
+    backend's array facts, which the IR does not import (layers import only
+    the layers below them). Here, on the package's first import, so before
+    any program exists, built or unpickled, and before any block runs."""
+    from . import funsor_hooks  # noqa: F401  (installs the hooks)
+    from .backends import array_backend, usable_array_backend
+    from .ir import program
+    from .runtime import codegen, entry
+
+    def vmap(op_program, in_axes):  # imported on first use (it imports passes)
+        from .runtime.vmap import VmappedProgram
+
+        return VmappedProgram(op_program, in_axes)
+
+    program.connect(
+        vmap=vmap,
+        array_backend=array_backend,
+        usable_array_backend=usable_array_backend,
+        Runtime=entry.Runtime,
+        JitEntry=entry.JitEntry,
+        check_nesting=entry.check_nesting,
+        evaluate=codegen.evaluate,
+        format_dot=codegen.format_dot,
+        format_listing=codegen.format_listing,
+        generate_module_source=codegen.generate_module_source,
+    )
+
+
+_connect_layers()
+
 # Public name -> the module defining it (the front end, funsor_lowering.api,
-# imports them all; unpickling a program needs only funsor_lowering.ir).
+# imports them all).
 _EXPORTS = {
     "CompilingInterpretation": "funsor_lowering.lowering.interpretations",
     "OpProgram": "funsor_lowering.ir.program",
@@ -44,9 +79,6 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name):
     if name not in _EXPORTS:
         raise AttributeError(f"module 'funsor_lowering' has no attribute {name!r}")
-    # from the first public name on, funsor's interpretation stack is local
-    # to each thread and task (hooks installs it), before any block runs
-    importlib.import_module("funsor_lowering.funsor_hooks")
     value = getattr(importlib.import_module(_EXPORTS[name]), name)
     globals()[name] = value
     return value

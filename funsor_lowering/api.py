@@ -24,7 +24,7 @@ from .lowering.compiler import compile_funsor, lower
 from .lowering.interpretations import CompilingInterpretation, compiling
 from .lowering.interpretations.recording import block_state
 from .lowering.interpretations.segments import Segment
-from .tracing.concretization import backend_errors_named
+from .ops.concretization import backend_errors_named
 from .tracing.tracer import trace_function
 
 

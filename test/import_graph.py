@@ -8,9 +8,8 @@ The package is layered (``docs/design.md``, "Layers"): each module may
 import only modules of its own layer or of the layers below it
 (:data:`LAYERS`, bottom first). Run as a script (the lint env does:
 ``python test/import_graph.py``), it prints every upward import and every
-cycle, and fails on an upward import not in :data:`KNOWN_UPWARD` or on a
-cycle that does not pass through one; it imports nothing of the package,
-so it needs neither funsor nor an installed package.
+cycle, and fails if there is one; it imports nothing of the package, so it
+needs neither funsor nor an installed package.
 """
 
 import ast
@@ -94,42 +93,6 @@ LAYERS = [
     {"__main__"},
 ]
 
-# Upward imports not yet removed by the redesign (issue 42, point 2): each
-# is (importer, imported). The list may only shrink.
-KNOWN_UPWARD = {
-    ("backends.base", "tracing"),
-    ("backends.base", "tracing.symbolic"),
-    ("backends.jax_backend", "funsor_hooks"),
-    ("backends.jax_backend", "tracing"),
-    ("backends.jax_backend", "tracing.symbolic"),
-    ("backends.jax_threefry", "funsor_hooks"),
-    ("backends.torch_backend", "funsor_hooks"),
-    ("backends.torch_backend", "tracing"),
-    ("backends.torch_backend", "tracing.symbolic"),
-    ("backends.torch_minipyro", "tracing"),
-    ("backends.torch_minipyro", "tracing.symbolic"),
-    ("ir.program", "backends"),
-    ("ir.program", "runtime"),
-    ("ir.program", "runtime.codegen"),
-    ("ir.program", "runtime.entry"),
-    ("ir.program", "runtime.vmap"),
-    ("lowering.compiler", "funsor_hooks"),
-    ("lowering.interpretations.compiling", "funsor_hooks"),
-    ("lowering.interpretations.eager_steps", "funsor_hooks"),
-    ("passes.cat_slices", "backends"),
-    ("passes.pipeline", "backends"),
-    ("passes.qr_algebra", "backends"),
-    ("passes.simplify", "backends"),
-    ("passes.vectorize", "backends"),
-    ("runtime.codegen", "backends"),
-    ("runtime.codegen", "backends.base"),
-    ("runtime.entry", "backends"),
-    ("runtime.entry", "backends.base"),
-    ("tracing.dense_ffbs", "funsor_hooks"),
-    ("tracing.gaussian_patterns", "funsor_hooks"),
-    ("tracing.tracer", "funsor_hooks"),
-}
-
 
 def layer_of(module):
     """The index in :data:`LAYERS` of a module's layer (the top for the
@@ -189,33 +152,21 @@ def find_cycles(graph):
     return cycles
 
 
-def without_known_upward(graph):
-    """The graph without the edges of :data:`KNOWN_UPWARD`."""
-    return {
-        m: {t for t in targets if (_short(m), _short(t)) not in KNOWN_UPWARD}
-        for m, targets in graph.items()
-    }
-
-
 def main():
     graph = import_graph()
-    upward = upward_imports(graph)
-    new_upward = sorted(upward - KNOWN_UPWARD)
-    for importer, imported in new_upward:
+    upward = sorted(upward_imports(graph))
+    for importer, imported in upward:
         print(f"upward import: {importer} -> {imported}")
-    for importer, imported in sorted(KNOWN_UPWARD - upward):
-        print(f"gone, remove it from KNOWN_UPWARD: {importer} -> {imported}")
-    cycles = find_cycles(without_known_upward(graph))
+    cycles = find_cycles(graph)
     for cycle in cycles:
         print("cycle:", cycle)
         for m in cycle:
             print("   ", m, "->", sorted(graph[m] & set(cycle)))
     print(
-        f"{len(graph)} modules of {PACKAGE}: {len(upward)} upward imports "
-        f"({len(KNOWN_UPWARD & upward)} known, {len(new_upward)} new), "
-        f"{len(cycles)} import cycles"
+        f"{len(graph)} modules of {PACKAGE} in {len(LAYERS)} layers: "
+        f"{len(upward)} upward imports, {len(cycles)} import cycles"
     )
-    return 1 if new_upward or cycles or KNOWN_UPWARD - upward else 0
+    return 1 if upward or cycles else 0
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ from funsor.testing import randn
 
 from funsor_lowering import compile_function, trace_function
 from funsor_lowering.backends import array_backend
-from funsor_lowering.tracing.concretization import ConcretizationError
-from funsor_lowering.tracing.symbolic import SymbolicArray
+from funsor_lowering.ops.concretization import ConcretizationError
+from funsor_lowering.ops.symbolic import SymbolicArray
 
 from .helpers import assert_matches, backend_exp
 

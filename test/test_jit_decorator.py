@@ -27,7 +27,7 @@ from funsor.terms import Funsor, Variable
 from funsor.testing import random_gaussian, random_tensor
 
 from funsor_lowering import OpProgram, jit
-from funsor_lowering.tracing.concretization import ConcretizationError
+from funsor_lowering.ops.concretization import ConcretizationError
 
 from .helpers import assert_matches, call_in_threads, from_numpy, to_numpy
 

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from funsor_lowering import compile_funsor, trace_function
+from funsor_lowering.ir.editor import PassResult
 from funsor_lowering.ir.program import Operation, OpProgram, ValueType
 from funsor_lowering.ops.extra_ops import getslice_op
 from funsor_lowering.passes.pipeline import (
-    PassResult,
     defer_expands,
     eliminate_common_subexpressions,
     eliminate_dead_code,

@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from funsor_lowering import compile_function, compile_funsor, compiling
 from funsor_lowering.lowering.interpretations.recording import current_recording
 from funsor_lowering.lowering.interpretations.segments import Segment
-from funsor_lowering.tracing.concretization import ConcretizationError
+from funsor_lowering.ops.concretization import ConcretizationError
 from funsor_lowering.tracing.tracer import RANDOM_OPS
 
 from .helpers import (

@@ -428,7 +428,7 @@ def test_getslice_shape_rule_agrees_with_evaluation(shape, index, by_rule):
 
 
 def _symbolic(shape):
-    from funsor_lowering.tracing.symbolic import SymbolicArray
+    from funsor_lowering.ops.symbolic import SymbolicArray
 
     return SymbolicArray(tuple(shape), backend_randn(1).dtype)
 

@@ -1,9 +1,7 @@
 """The interface each backend adapter implements."""
 
 import contextlib
-import importlib
 import itertools
-import math
 
 import numpy as np
 
@@ -227,12 +225,12 @@ class ArrayBackend:
 
     def abstract_eval(self, fn, args, kwargs, draws=False):
         """``fn(*args, **kwargs)`` where ``args`` hold
-        :class:`~funsor_lowering.tracing.symbolic.SymbolicArray` s: the
+        :class:`~funsor_lowering.ops.symbolic.SymbolicArray` s: the
         result with symbolic arrays for arrays, computed on stand-ins
         (:func:`stand_in`, converted by :meth:`from_stand_in`). A random op
         (``draws``) is never run on stand-ins: it would take numbers from
         the backend's global RNG."""
-        from ..tracing.symbolic import map_symbolic
+        from ..ops.symbolic import map_symbolic
 
         if draws:
             raise NotImplementedError(
@@ -248,7 +246,7 @@ class ArrayBackend:
     def as_symbolic(self, value):
         """An abstract evaluation's result with symbolic arrays for its
         arrays (of this backend; tuples of them too)."""
-        from ..tracing.symbolic import SymbolicArray
+        from ..ops.symbolic import SymbolicArray
 
         if self.is_array(value):
             return SymbolicArray(tuple(value.shape), value.dtype)
@@ -270,7 +268,7 @@ class ArrayBackend:
         return np.dtype(dtype)
 
     def tracing_hooks(self):
-        """Hook replacements (:mod:`funsor_lowering.funsor_hooks`) in effect while
+        """Hook replacements (:mod:`funsor_lowering.ops.hooks`) in effect while
         tracing: route backend calls that funsor makes outside ``funsor.ops``
         (jax's key splitting) through ops."""
         return {}
@@ -281,21 +279,10 @@ class ArrayBackend:
         equivalents (torch: see ``CapturedParameterCalls``)."""
         return contextlib.nullcontext()
 
-
-class SelfCheckingJit:
-    """The compiler :meth:`ArrayBackend.jit` returns where one compiled
-    ``function`` serves every input signature, tracing each new one and
-    checking its operands while tracing (``jax.jit`` of a function that
-    calls :meth:`~funsor_lowering.OpProgram.validate_leaves`): a call
-    needs no checks of its own, so the program's jit entry calls
-    ``function`` directly. ``signatures()`` counts the signatures traced."""
-
-    def __init__(self, function, signatures):
-        self.function = function
-        self.signatures = signatures
-
-    def __call__(self, leaves):
-        return self.function
+    def prepare_funsor_test(self):
+        """Before each test of funsor's own suite (the conformance plugin):
+        the seeds and dtypes funsor's repository's ``test/conftest.py``
+        sets (double precision), beyond numpy's seed, set by the plugin."""
 
 
 def nested_outputs(program, flat):
@@ -360,33 +347,3 @@ def _typable_number(number):
     backend kernel makes of ``number`` itself: floats (cast as the kernel
     casts them), integers that float32 holds exactly."""
     return isinstance(number, float) or abs(number) <= 2**24
-
-
-def python_literal(value):
-    """A Python expression for a nested list of Python scalars that
-    round-trips exactly (floats by ``repr``, non-finite floats spelled out).
-
-    Example::
-
-        >>> python_literal([1.5, float("nan"), [True, 2]])
-        "[1.5, float('nan'), [True, 2]]"
-    """
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(python_literal(v) for v in value)
-        if isinstance(value, tuple):
-            return f"({inner},)" if len(value) == 1 else f"({inner})"
-        return f"[{inner}]"
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"float({repr(value)!r})"
-    if isinstance(value, (bool, int, float, str, type(None))):
-        return repr(value)
-    if isinstance(value, slice):
-        parts = (value.start, value.stop, value.step)
-        return "slice({})".format(", ".join(python_literal(p) for p in parts))
-    if value is Ellipsis:
-        return "Ellipsis"
-    if isinstance(value, type):
-        module, name = value.__module__, value.__qualname__
-        if getattr(importlib.import_module(module), name, None) is value:
-            return f"__import__({module!r}, fromlist=[{name!r}]).{name}"
-    raise TypeError(f"cannot write {type(value).__name__} {value!r} as a literal")

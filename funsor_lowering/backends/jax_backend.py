@@ -15,8 +15,8 @@ import numpy as np  # noqa: E402
 from funsor import ops  # noqa: E402
 from funsor.jax.ops import array as _funsor_jax_arrays  # noqa: E402
 
-from .. import funsor_hooks as hooks  # noqa: E402
 from ..ir.structure import iter_leaves  # noqa: E402
+from ..ops import hooks  # noqa: E402
 from ..ops.dtypes import dtype_kind  # noqa: E402
 from ..ops.extra_ops import (  # noqa: E402
     RandnWithKeyOp,
@@ -25,8 +25,9 @@ from ..ops.extra_ops import (  # noqa: E402
     relu,
     split_key,
 )
+from ..runtime.entry import SelfCheckingJit  # noqa: E402
 from . import jax_threefry  # noqa: E402
-from .base import ArrayBackend, SelfCheckingJit, nested_outputs  # noqa: E402
+from .base import ArrayBackend, nested_outputs  # noqa: E402
 from .jax_primitives import composed_kernel, logsumexp, specialize  # noqa: E402
 from .jax_tiering import tiered  # noqa: E402
 from .numpy_backend import numpy_literal  # noqa: E402
@@ -121,7 +122,7 @@ class JaxBackend(ArrayBackend):
     def abstract_eval(self, fn, args, kwargs, draws=False):
         """Under ``jax.eval_shape``: shapes only, nothing computed (draws
         take their keys as operands: no global RNG)."""
-        from ..tracing.symbolic import SymbolicArray, map_symbolic
+        from ..ops.symbolic import SymbolicArray, map_symbolic
 
         leaves = []
         map_symbolic(leaves.append, (args, kwargs))
@@ -158,6 +159,10 @@ class JaxBackend(ArrayBackend):
         else:
             jitted = function = jax.jit(run)
         return SelfCheckingJit(function, traced.__len__)
+
+    def prepare_funsor_test(self):
+        jax.config.update("jax_platform_name", "cpu")
+        jax.config.update("jax_enable_x64", True)
 
     def tracing_hooks(self):
         # funsor's MonteCarlo splits its key with jax.random.split, outside

@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 from jax.extend.random import define_prng_impl  # noqa: E402
 
-from .. import funsor_hooks as hooks  # noqa: E402
+from ..ops import hooks  # noqa: E402
 
 hooks.install_jax_hooks()  # jax.random.split below is jax's, even while tracing
 

@@ -14,8 +14,9 @@ from ..ops.extra_ops import (
     TupleItemOp,
     VecdotOp,
 )
+from ..runtime.literals import python_literal
 from . import numpy_lapack
-from .base import ArrayBackend, python_literal
+from .base import ArrayBackend
 
 
 def numpy_literal(value, module="np"):

@@ -16,8 +16,8 @@ import torch
 import torch.fx
 from funsor import ops
 
-from .. import funsor_hooks as hooks
 from ..ir.structure import iter_leaves, map_leaves
+from ..ops import hooks
 from ..ops.dtypes import dtype_kind
 from ..ops.extra_ops import (
     LogsumexpScanEmittingOp,
@@ -28,13 +28,9 @@ from ..ops.extra_ops import (
     triangular_solve_vectors,
     vecdot,
 )
-from ..tracing.symbolic import BACKEND_FUNCTIONS
-from .base import (
-    ArrayBackend,
-    nested_outputs,
-    python_literal,
-    signature_of,
-)
+from ..ops.symbolic import BACKEND_FUNCTIONS
+from ..runtime.literals import python_literal
+from .base import ArrayBackend, nested_outputs, signature_of
 from .torch_minipyro import traced_apply_stack
 
 # Abstract evaluation runs ops on CPU stand-ins up to this many elements in
@@ -209,6 +205,13 @@ class TorchBackend(ArrayBackend):
     def recording_backend_calls(self):
         return CapturedParameterCalls()
 
+    def prepare_funsor_test(self):
+        import pyro
+
+        torch.set_default_dtype(torch.double)
+        pyro.set_rng_seed(0)
+        pyro.enable_validation(True)
+
     def has_gradient_graph(self, value):
         return isinstance(value, torch.Tensor) and value.grad_fn is not None
 
@@ -297,7 +300,7 @@ class TorchBackend(ArrayBackend):
         ``torch._dynamo`` (a second or more). Else on ``meta`` tensors
         (shapes only, no RNG); on stand-ins where an op (not a random one)
         has no meta implementation."""
-        from ..tracing.symbolic import SymbolicArray
+        from ..ops.symbolic import SymbolicArray
 
         if not draws:
             size = sum(

@@ -9,7 +9,7 @@ import torch
 from funsor import Bint, minipyro
 from funsor.tensor import Tensor
 
-from ..tracing.symbolic import SymbolicArray
+from ..ops.symbolic import SymbolicArray
 
 
 def traced_apply_stack(msg):

@@ -125,17 +125,22 @@ def main(backend="numpy"):
     print(f"compiled program, per call:      {program_time * 1e6:9.1f} us")
     print(f"speed-up: {eager_time / program_time:.1f}x")
     if backend in _JIT_NAMES:  # jax.jit / torch.jit.trace of the program
-        jitted = program.jit()
-        for got, want in zip(jitted(**arrays), expected.args):
-            np.testing.assert_allclose(to_numpy(got), to_numpy(want.data), rtol=1e-5)
-        print(f"\nprogram.jit() ({_JIT_NAMES[backend]}) matches eager funsor: yes")
-        jit_time = median_seconds(lambda: _ready(jitted(**arrays)))
-        print(f"jitted program, per call:        {jit_time * 1e6:9.1f} us")
-        print(f"speed-up of the jitted program: {eager_time / jit_time:.1f}x")
+        _show_jit(program, arrays, expected, eager_time, _JIT_NAMES[backend])
     return 0
 
 
 _JIT_NAMES = {"jax": "jax.jit", "torch": "torch.jit.trace"}
+
+
+def _show_jit(program, arrays, expected, eager_time, jit_name):
+    """The jitted program: its outputs checked, its speed-up printed."""
+    jitted = program.jit()
+    for got, want in zip(jitted(**arrays), expected.args):
+        np.testing.assert_allclose(to_numpy(got), to_numpy(want.data), rtol=1e-5)
+    print(f"\nprogram.jit() ({jit_name}) matches eager funsor: yes")
+    jit_time = median_seconds(lambda: _ready(jitted(**arrays)))
+    print(f"jitted program, per call:        {jit_time * 1e6:9.1f} us")
+    print(f"speed-up of the jitted program: {eager_time / jit_time:.1f}x")
 
 
 def _ready(outputs):

@@ -25,6 +25,7 @@ import funsor
 import numpy as np
 import pytest
 
+from ..backends import array_backend
 from .wrapped import targets
 
 _JITTED = []
@@ -61,18 +62,7 @@ def pytest_runtest_setup(item):
     # dtypes: funsor's suite runs in double precision (torch's default
     # dtype float64, jax's x64 mode)
     np.random.seed(0)
-    if funsor.get_backend() == "torch":
-        import pyro
-        import torch
-
-        torch.set_default_dtype(torch.double)
-        pyro.set_rng_seed(0)
-        pyro.enable_validation(True)
-    elif funsor.get_backend() == "jax":
-        import jax
-
-        jax.config.update("jax_platform_name", "cpu")
-        jax.config.update("jax_enable_x64", True)
+    array_backend(funsor.get_backend()).prepare_funsor_test()
 
 
 def wrap_all():

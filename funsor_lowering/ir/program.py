@@ -31,9 +31,7 @@ import numpy as np
 from funsor.domains import Domain
 from funsor.util import get_backend
 
-from ..backends import array_backend, usable_array_backend
 from ..ops.dtypes import dtype_kind
-from ..runtime.entry import JitEntry, Runtime, check_nesting
 from .naming import ENTRY_NAMES, Namespace
 from .structure import iter_leaves, iter_paths, lookup, map_leaves, path_suffix
 
@@ -160,10 +158,36 @@ def as_value_type(spec):
     raise TypeError(f"expected a ValueType or funsor domain, got {spec!r}")
 
 
-# Program transformations built on this module, registered by name where
-# they are defined (``runtime/vmap.py``: "vmap"), so that this module does
-# not import them.
-TRANSFORMATIONS = {}
+# What a program calls in the layers above the IR: how it runs (``runtime/``:
+# ``Runtime``, ``JitEntry``, ``check_nesting``, ``vmap``, codegen's ``evaluate``,
+# ``format_dot``, ``format_listing``, ``generate_module_source``) and its
+# backend's array facts (``backends/``: ``array_backend``,
+# ``usable_array_backend``). The package's ``__init__`` connects them
+# (:func:`connect`) on its first import, before any program exists (also
+# an unpickled one: unpickling imports the package first); this module
+# imports neither layer.
+_ABOVE = {}
+
+
+def connect(**parts):
+    """Give programs the parts of the layers above the IR (see ``_ABOVE``)."""
+    _ABOVE.update(parts)
+
+
+def _above(name):
+    try:
+        return _ABOVE[name]
+    except KeyError:
+        raise RuntimeError(
+            f"{name} is not connected: programs run after funsor_lowering's "
+            f"__init__ connects the runtime and backends to the IR"
+        ) from None
+
+
+def array_backend(name):
+    """The :class:`~funsor_lowering.backends.base.ArrayBackend` of backend
+    ``name`` (its array facts; passes read them through this function)."""
+    return _above("array_backend")(name)
 
 
 def _native_constants(constants, backend):
@@ -238,7 +262,7 @@ class OpProgram:
             for path, leaf in iter_paths(spec)
         )
         self._backend_adapter = None  # resolved on first use (see _array_backend)
-        self._runtime = Runtime(self)
+        self._runtime = _above("Runtime")(self)
         self._names = None
 
     @property
@@ -248,7 +272,9 @@ class OpProgram:
         funsor 0.4.8 cannot load jax beside another active backend)."""
         adapter = self._backend_adapter
         if adapter is None:
-            adapter = self._backend_adapter = usable_array_backend(self.backend)
+            adapter = self._backend_adapter = _above("usable_array_backend")(
+                self.backend
+            )
         return adapter
 
     # ----------------------------------------------------------------- layout
@@ -350,9 +376,7 @@ class OpProgram:
         (shared by every member). Returns a
         :class:`~funsor_lowering.runtime.vmap.VmappedProgram`: one operation
         per operation, for any batch size (not a loop)."""
-        from ..runtime import vmap  # noqa: F401  (registers it)
-
-        return TRANSFORMATIONS["vmap"](self, in_axes)
+        return _above("vmap")(self, in_axes)
 
     def to(self, device):
         """This program with its array constants on ``device`` (a torch
@@ -428,7 +452,7 @@ class OpProgram:
                 f"({', '.join(f'{n!r}: {t}' for n, t in self.input_types.items())})"
             )
         for name, spec in self.input_types.items():
-            check_nesting(name, spec, kwargs[name])
+            _above("check_nesting")(name, spec, kwargs[name])
         values = []
         for name, path, _ in self._input_leaves:
             value = kwargs[name]
@@ -508,7 +532,7 @@ class OpProgram:
         compiler = self._array_backend.jit(self, compiler)
         if compiler is None:
             return self
-        entry = JitEntry(self, compiler)
+        entry = _above("JitEntry")(self, compiler)
         return entry.direct or entry
 
     def to_fx(self):
@@ -521,18 +545,14 @@ class OpProgram:
                 f"to_fx() needs a program built on the torch backend; this one "
                 f"runs on {self.backend}"
             )
-        from ..runtime.codegen import evaluate
-
         examples = [backend.example_input(t) for _, _, t in self._input_leaves]
-        _, resolved = evaluate(self, examples)
+        _, resolved = _above("evaluate")(self, examples)
         return backend.program_to_fx(self, resolved)
 
     def to_dot(self):
         """Graphviz (dot) source drawing the program: inputs, constants,
         operations (with their value types) and outputs."""
-        from ..runtime.codegen import format_dot
-
-        return format_dot(self)
+        return _above("format_dot")(self)
 
     def stats(self):
         """Counts: ``operations``, ``backend_calls`` (operations that call
@@ -561,14 +581,10 @@ class OpProgram:
         """Python source defining ``name(**inputs)``, equivalent to this
         program and exec-able in a fresh namespace (constants are written as
         literals that round-trip exactly)."""
-        from ..runtime.codegen import generate_module_source
-
-        return generate_module_source(self, name)
+        return _above("generate_module_source")(self, name)
 
     def __str__(self):
-        from ..runtime.codegen import format_listing
-
-        return format_listing(self)
+        return _above("format_listing")(self)
 
     def __repr__(self):
         return (

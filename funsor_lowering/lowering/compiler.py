@@ -21,10 +21,10 @@ from funsor.util import get_backend
 
 from ..backends import array_backend
 from ..errors import short_repr
-from ..funsor_hooks import with_package_shape_rules
 from ..ir.editor import Editor
 from ..ir.program import ValueType
 from ..ir.structure import iter_leaves, map_leaves
+from ..ops.hooks import with_package_shape_rules
 from ..passes.pipeline import optimize
 from ..runtime.entry import prepared
 from . import rules  # noqa: F401  (register lowering rules)

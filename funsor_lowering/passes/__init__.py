@@ -1,4 +1,9 @@
-"""The passes layer: the optimization pipeline over an
-:class:`~funsor_lowering.OpProgram` (:mod:`.pipeline`), ``simplify``'s
-per-op rules (:mod:`.simplify`) and the rewrites they use, each a module
-of its own."""
+"""The passes layer: rewrites of :class:`~funsor_lowering.OpProgram` s, one
+pass per module, each returning a :class:`~funsor_lowering.ir.editor.PassResult`
+(:mod:`.folding`, :mod:`.simplify`, :mod:`.broadcasts`, :mod:`.matmuls`,
+:mod:`.common_subexpressions`, :mod:`.dead_code`, :mod:`.vectorize`,
+:mod:`.qr_algebra`), and :func:`~.pipeline.optimize`, which runs them
+(:mod:`.pipeline`). ``simplify`` 's per-op rules use the rewrites of
+:mod:`.basic_index`, :mod:`.cat_parts`, :mod:`.cat_slices`,
+:mod:`.cholesky_algebra`, :mod:`.vector_products` and
+:mod:`.row_broadcasts`."""

@@ -31,7 +31,7 @@ Example::
     ...     4,
     ...     value_types=[ValueType((4, 2, 2), "real")] * 3,
     ... )
-    >>> from funsor_lowering.passes.pipeline import eliminate_dead_code
+    >>> from funsor_lowering.passes.dead_code import eliminate_dead_code
     >>> print(eliminate_dead_code(defer_expands(p).program).program)
     OpProgram(x: real[2,2], y: real[4,2,2]) on numpy:
       cholesky: real[2,2] = cholesky(x)

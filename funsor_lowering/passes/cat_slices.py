@@ -40,8 +40,7 @@ Example::
 import numpy as np
 from funsor import ops
 
-from ..backends import array_backend
-from ..ir.program import ValueType
+from ..ir.program import ValueType, array_backend
 from ..ops.extra_ops import getslice_op
 from .basic_index import (
     canonical_index,

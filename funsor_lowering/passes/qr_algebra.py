@@ -30,9 +30,8 @@ Example::
 
 from funsor import ops
 
-from ..backends import array_backend
 from ..ir.editor import Editor, PassResult, pass_result
-from ..ir.program import ValueType
+from ..ir.program import ValueType, array_backend
 from ..ir.structure import iter_leaves, map_leaves
 from ..ops.extra_ops import TupleItemOp, qr_project
 from ..ops.shapes import permutation_dims

@@ -51,8 +51,8 @@ import math
 
 from funsor import ops
 
-from ..backends import array_backend
 from ..ir.editor import rewrite
+from ..ir.program import array_backend
 from ..ir.structure import iter_leaves
 from ..ops.extra_ops import RandnWithKeyOp, TupleItemOp, getslice_op
 from ..ops.shapes import permutation_dims

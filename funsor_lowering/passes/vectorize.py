@@ -70,9 +70,8 @@ import string
 import numpy as np
 from funsor import ops
 
-from ..backends import array_backend
 from ..ir.editor import Editor, PassResult
-from ..ir.program import ValueType
+from ..ir.program import ValueType, array_backend
 from ..ir.structure import map_leaves
 from ..ops.extra_ops import RANDOM_OP_TYPES, TakeOp, getslice_op, take
 from .cat_slices import as_slice

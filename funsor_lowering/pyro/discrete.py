@@ -28,7 +28,7 @@ from pyro.contrib.funsor.handlers.enum_messenger import _get_support_value
 from pyro.poutine import Trace, block
 from pyro.poutine.util import site_is_subsample
 
-from .. import funsor_hooks as hooks
+from ..ops import hooks
 from ..tracing.tracer import trace_function
 from .enum_recording import RecordingEnumMessenger, RecordingTraceMessenger
 from .enum_terms import (

@@ -31,10 +31,10 @@ import numpy
 from funsor import ops
 from funsor.registry import PartialDefault
 
-from ..backends.base import python_literal
 from ..ir.naming import ENTRY_NAMES, RESERVED, Namespace, is_plain_identifier
 from ..ir.structure import iter_leaves, map_leaves
 from ..ops import extra_ops
+from .literals import python_literal
 
 _COUNTER = itertools.count()
 

@@ -38,7 +38,6 @@ import threading
 import types
 from collections import OrderedDict
 
-from ..backends.base import SelfCheckingJit
 from ..ir.structure import path_suffix
 from .codegen import (
     build_body,
@@ -146,6 +145,22 @@ class Runtime:
         return {"signatures": len(self.signatures), "bodies": len(self.bodies)}
 
 
+class SelfCheckingJit:
+    """The compiler :meth:`ArrayBackend.jit` returns where one compiled
+    ``function`` serves every input signature, tracing each new one and
+    checking its operands while tracing (``jax.jit`` of a function that
+    calls :meth:`~funsor_lowering.OpProgram.validate_leaves`): a call
+    needs no checks of its own, so the program's jit entry calls
+    ``function`` directly. ``signatures()`` counts the signatures traced."""
+
+    def __init__(self, function, signatures):
+        self.function = function
+        self.signatures = signatures
+
+    def __call__(self, leaves):
+        return self.function
+
+
 class JitEntry:
     """A backend compiler's functions (``jax.jit``, ``torch.jit.trace`` ...)
     behind a generated entry, as :class:`Runtime` serves bodies.
@@ -157,7 +172,7 @@ class JitEntry:
     call the compiled function); other signatures seen before are one table
     lookup; any other call is validated first (errors name the input).
     A compiler that checks each signature as it traces it
-    (:class:`~funsor_lowering.backends.base.SelfCheckingJit`: ``jax.jit``)
+    (:class:`SelfCheckingJit`: ``jax.jit``)
     is called directly, with no checks in the entry, where the inputs are
     plain arrays.
     """

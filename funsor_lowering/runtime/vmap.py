@@ -31,7 +31,7 @@ from collections import OrderedDict
 from funsor import ops
 
 from ..ir.editor import Editor, Ref
-from ..ir.program import TRANSFORMATIONS, OpProgram, ValueType
+from ..ir.program import OpProgram, ValueType
 from ..ir.structure import map_leaves
 from ..ops.batching import batch_op
 from ..ops.extra_ops import (
@@ -45,7 +45,8 @@ from ..ops.extra_ops import (
 )
 from ..passes import vectorize
 from ..passes.broadcasts import CORE_RANKS
-from ..passes.pipeline import emit_matmul, optimize
+from ..passes.matmuls import emit_matmul
+from ..passes.pipeline import optimize
 from .entry import prepared
 
 # Ops whose result depends on an operand's dtype only (never batched).
@@ -337,7 +338,5 @@ class VmappedProgram(OpProgram):
 
         return call
 
-
-TRANSFORMATIONS["vmap"] = VmappedProgram
 
 __all__ = ["VmappedProgram", "batched_program"]

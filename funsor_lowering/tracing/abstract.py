@@ -17,7 +17,7 @@ Example::
     >>> import numpy as np
     >>> from funsor import ops
     >>> from funsor_lowering.backends import array_backend
-    >>> from funsor_lowering.funsor_hooks import original
+    >>> from funsor_lowering.ops.hooks import original
     >>> x = SymbolicArray((4, 3, 3), np.dtype("float64"))
     >>> numpy, call = array_backend("numpy"), original("Op.__call__")
     >>> abstract_result(ops.cholesky, (x,), {}, numpy, call)
@@ -36,8 +36,8 @@ from ..ops.extra_ops import (
     RandnWithKeyOp,
     backend_distribution,
 )
+from ..ops.symbolic import SymbolicArray
 from ..runtime.codegen import bind_call
-from .symbolic import SymbolicArray
 
 
 def abstract_result(op, args, kwargs, backend, call):

@@ -57,8 +57,8 @@ from funsor.util import get_backend
 
 from ..backends import array_backend
 from ..ir.structure import path_suffix
+from ..ops.symbolic import SymbolicArray
 from .pytree import Static, describe, flatten, unflatten
-from .symbolic import SymbolicArray
 from .tracer import trace_function
 
 DEFAULT_MAX_SIGNATURES = 64

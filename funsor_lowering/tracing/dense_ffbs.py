@@ -36,7 +36,7 @@ from funsor.gaussian import Gaussian
 from funsor.tensor import Tensor
 from funsor.terms import Funsor
 
-from .. import funsor_hooks as hooks
+from ..ops import hooks
 from ..ops.extra_ops import take
 from . import gaussian_algebra as ga
 from .constants import constant_array

@@ -52,9 +52,9 @@ from funsor.terms import (
     Variable,
 )
 
-from .. import funsor_hooks as hooks
 from ..lowering.driver import Lowered
 from ..lowering.layout import align_expanded
+from ..ops import hooks
 from . import gaussian_algebra as ga
 from .rng_keys import draw_key
 

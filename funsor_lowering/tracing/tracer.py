@@ -50,7 +50,6 @@ from funsor.terms import Align, Funsor, Number, Slice, Subs, Tuple, Variable
 from funsor.typing import get_origin
 from funsor.util import get_backend, get_default_dtype
 
-from .. import funsor_hooks as hooks
 from ..backends import array_backend
 from ..errors import UnsupportedTermError
 from ..ir.editor import Editor
@@ -61,6 +60,8 @@ from ..lowering.driver import Lowerer
 from ..lowering.gc_pause import gc_paused
 from ..lowering.layout import align, union_batch
 from ..lowering.sound_algebra import is_normal_contraction
+from ..ops import hooks
+from ..ops.concretization import backend_errors_named
 from ..ops.extra_ops import (
     RANDOM_OP_TYPES,
     DistributionLogProbOp,
@@ -70,14 +71,13 @@ from ..ops.extra_ops import (
     categorical_sample,
     flat_scatter,
 )
+from ..ops.symbolic import SymbolicArray, has_symbolic, map_symbolic
 from ..passes.pipeline import optimize
 from ..runtime.codegen import bind_call
 from ..runtime.entry import prepared
 from . import constants, dense_ffbs, gaussian_patterns
 from .abstract import abstract_result
-from .concretization import backend_errors_named
 from .rng_keys import draw_key
-from .symbolic import SymbolicArray, has_symbolic, map_symbolic
 
 RANDOM_OPS = RANDOM_OP_TYPES
 # Ops whose first argument is a prototype: only its type and device matter.

@@ -47,8 +47,8 @@ from funsor.terms import (
     substitute,
 )
 
-from ... import funsor_hooks as hooks
 from ...errors import NeedsEagerValues, user_frame
+from ...ops import hooks
 from ...tracing.rng_keys import KEY_INPUT, KEY_TYPE
 from ..compiler import compile_structure
 from ..driver import has_real_inputs

@@ -42,7 +42,7 @@ from funsor.integrate import Integrate
 from funsor.interpreter import get_interpretation
 from funsor.terms import Binary, Funsor, Number, Subs, to_funsor
 
-from ... import funsor_hooks as hooks
+from ...ops import hooks
 from .recording import current_recording, eager_region
 from .segments import Segment, _structure, pushed, segment_running
 

@@ -7,7 +7,7 @@ block such a step runs as a :class:`Segment` (:mod:`.eager_steps` hooks
 the steps in):
 
 1. the symbolic terms it needs are evaluated on symbolic arrays
-   (:class:`~funsor_lowering.tracing.symbolic.SymbolicArray`), with the
+   (:class:`~funsor_lowering.ops.symbolic.SymbolicArray`), with the
    tracer recording every op (their *shadows*); funsor's own code then runs
    on the shadows once, exactly as it runs eagerly;
 2. the recorded ops become a sub-program whose inputs are the block's
@@ -20,7 +20,7 @@ the steps in):
    so its random draws stay live ops, drawn once per program call.
 
 The step runs once; a branch or conversion on a shadow's values raises
-:class:`~funsor_lowering.tracing.concretization.ConcretizationError`, and no
+:class:`~funsor_lowering.ops.concretization.ConcretizationError`, and no
 RNG is drawn from. Example::
 
     >>> import numpy as np
@@ -86,9 +86,9 @@ from ...errors import NeedsEagerValues
 from ...ir.editor import Editor, Ref
 from ...ir.program import value_type_of
 from ...ir.structure import map_leaves
-from ...tracing.concretization import backend_errors_named
+from ...ops.concretization import backend_errors_named
+from ...ops.symbolic import SymbolicArray
 from ...tracing.rng_keys import KeySource
-from ...tracing.symbolic import SymbolicArray
 from ...tracing.tracer import (
     Node,
     OpRecorder,

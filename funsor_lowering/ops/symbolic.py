@@ -7,7 +7,7 @@ infers the result's shape and dtype (:func:`abstract_result`) without
 computing anything. Python operators are ``funsor.ops`` calls too. A Python
 branch or conversion (``bool()``, ``float()``, ``int()``, ``.item()``, ``if``
 on a comparison) or a backend call on one has no value to use: it raises
-:class:`~funsor_lowering.tracing.concretization.ConcretizationError`, naming
+:class:`~funsor_lowering.ops.concretization.ConcretizationError`, naming
 the user's source line.
 
 Example::
@@ -19,7 +19,7 @@ Example::
     >>> bool(x)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    funsor_lowering.tracing.concretization.ConcretizationError: bool() of a traced ...
+    funsor_lowering.ops.concretization.ConcretizationError: bool() of a traced ...
 """
 
 import numpy as np
@@ -27,9 +27,9 @@ from funsor import ops
 from funsor.tensor import tensor_to_funsor
 from funsor.terms import to_funsor
 
-from ..ops.dtypes import dtype_kind
-from ..ops.extra_ops import getslice_op, imag_part, real_part, relu, take
 from .concretization import refuse
+from .dtypes import dtype_kind
+from .extra_ops import getslice_op, imag_part, real_part, relu, take
 
 
 class SymbolicArray:

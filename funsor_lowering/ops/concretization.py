@@ -1,7 +1,7 @@
 """Refusing Python branches and conversions on traced values.
 
 Tracing runs the user's function once on symbolic arrays
-(:class:`~funsor_lowering.tracing.symbolic.SymbolicArray`) and records every
+(:class:`~funsor_lowering.ops.symbolic.SymbolicArray`) and records every
 ``funsor.ops`` call. A Python ``if`` on, or ``bool()``, ``float()``,
 ``int()``, ``.item()`` of, a value computed from the inputs has no value to
 decide with: it raises :class:`ConcretizationError` naming the user's source
@@ -18,7 +18,7 @@ Example::
     >>> trace_function(h, {"x": np.arange(3.0)})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    funsor_lowering.tracing.concretization.ConcretizationError: bool() of a traced ...
+    funsor_lowering.ops.concretization.ConcretizationError: bool() of a traced ...
 """
 
 import contextlib
