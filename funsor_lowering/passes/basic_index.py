@@ -125,9 +125,26 @@ def compose_indices(first, second, shape):
     parts = expand_index(first, len(shape))
     if parts is None:
         return None
-    # the axes first's result has: (position in parts, length)
-    axes, axis = [], 0
-    normal = []
+    normalized = _normalized_parts(parts, shape)
+    if normalized is None:
+        return None
+    normal, axes = normalized
+    later = expand_index(second, len(axes))
+    if later is None:
+        return None
+    applied = _apply_later(normal, axes, later)
+    if applied is None:
+        return None
+    composed, inserts = applied
+    return _written(composed, inserts, axes)
+
+
+def _normalized_parts(parts, shape):
+    """``(normal, axes)`` for the expanded index ``parts`` into ``shape``:
+    per part a non-negative int, ``None`` (a new axis) or ``(start, step)``
+    of a slice; and per axis of the result, its ``(position in normal,
+    length)``. ``None`` for an out-of-range int or a negative step."""
+    axes, axis, normal = [], 0, []
     for p in parts:
         if p is None:
             axes.append((len(normal), 1))
@@ -145,9 +162,14 @@ def compose_indices(first, second, shape):
             return None
         axes.append((len(normal), len(range(start, stop, step))))
         normal.append((start, step))
-    later = expand_index(second, len(axes))
-    if later is None:
-        return None
+    return normal, axes
+
+
+def _apply_later(normal, axes, later):
+    """``(composed, inserts)``: ``normal`` with the second index's parts
+    ``later`` applied to the axes they index ("drop" for an axis an int
+    removes), and per position the new axes inserted before it; ``None``
+    where that is not a basic index."""
     composed = list(normal)
     inserts = {}  # position in composed -> Nones inserted before it
     k = 0
@@ -175,6 +197,11 @@ def compose_indices(first, second, shape):
             continue
         new_start, new_step = here[0] + start * here[1], here[1] * step
         composed[position] = slice(new_start, new_start + count * new_step, new_step)
+    return composed, inserts
+
+
+def _written(composed, inserts, axes):
+    """The composed index as a tuple of ints, slices and ``None`` s."""
     result = []
     for position, part in enumerate(composed):
         result += [None] * inserts.get(position, 0)

@@ -44,6 +44,7 @@ from funsor import ops
 from ..ir.editor import rewrite
 from ..ir.program import ValueType
 from ..ops.extra_ops import TriangularSolveVectorsOp, TupleItemOp, VecdotOp, getslice_op
+from ..ops.op_rules import OpRules
 from ..ops.shapes import broadcast_shape
 from .basic_index import expand_index, is_int, is_whole
 from .vectorize import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
@@ -86,23 +87,15 @@ def _rule(editor, operation, args, value_type):
         return None
     if isinstance(op, TupleItemOp):
         return _qr_item(editor, op, args[0], value_type)
+    past_expand = PAST_EXPAND.rule(op)
     source = _source(editor, args[0])
-    if source is None or editor.value_type(args[0]) is None:
+    if past_expand is None or source is None or editor.value_type(args[0]) is None:
         return None
-    source_type = editor.value_type(source)
-    arg_shape = editor.value_type(args[0]).shape
-    shape = _unary_shape(op, source_type.shape, arg_shape)
-    if shape is None:
+    source_shape = editor.value_type(source).shape
+    moved = past_expand(op, source_shape, editor.value_type(args[0]).shape)
+    if moved is None:
         return None
-    if isinstance(op, ops.TransposeOp):
-        rank = len(value_type.shape)
-        op = ops.TransposeOp(
-            axis1=_from_end(op.defaults["axis1"], rank),
-            axis2=_from_end(op.defaults["axis2"], rank),
-        )
-    elif isinstance(op, ops.GetsliceOp):
-        op = getslice_op(shape[1])
-        shape = shape[0]
+    op, shape = moved
     return _then_expand(editor, op, (source,), shape, value_type)
 
 
@@ -165,40 +158,60 @@ def _broadcasting(editor, op, args, value_type):
 
 def _core_result(op, shapes):
     """The trailing dims of ``op``'s result for operands of ``shapes``."""
-    if isinstance(op, ops.MatmulOp):
-        return (shapes[0][-2], shapes[1][-1])
-    if isinstance(op, ops.TriangularSolveOp):
-        return tuple(shapes[0][-2:])
-    if isinstance(op, TriangularSolveVectorsOp):
-        return tuple(shapes[0][-1:])
-    return ()  # elementwise (broadcast whole) and vecdot
+    rule = CORE_RESULTS.rule(op)
+    return () if rule is None else rule(shapes)  # () elementwise and vecdot
+
+
+# The trailing dims of an op's result for operands of ``shapes``, where they
+# are not broadcast whole.
+CORE_RESULTS = OpRules("core results")
+CORE_RESULTS.register(ops.MatmulOp)(lambda shapes: (shapes[0][-2], shapes[1][-1]))
+CORE_RESULTS.register(ops.TriangularSolveOp)(lambda shapes: tuple(shapes[0][-2:]))
+CORE_RESULTS.register(TriangularSolveVectorsOp)(lambda shapes: tuple(shapes[0][-1:]))
 
 
 def _from_end(dim, rank):
     return dim - rank if dim >= 0 else dim
 
 
-def _unary_shape(op, source, expanded):
-    """The shape of ``op`` applied to an array of shape ``source`` instead
-    of its expand to shape ``expanded``; for ``getslice``, ``(shape, index
-    into the source)``; ``None`` where ``op`` does not commute with the
-    expand."""
-    if isinstance(op, UNARY_ELEMENTWISE):
-        return source
-    if isinstance(op, ops.CholeskyOp):
-        ok = len(source) >= 2 and source[-2:] == expanded[-2:]
-        return source if ok else None
-    if isinstance(op, ops.TransposeOp):
-        rank = len(expanded)
-        dims = [_from_end(op.defaults[a], rank) for a in ("axis1", "axis2")]
-        if not all(-len(source) <= d < 0 for d in dims):
-            return None
-        shape = list(source)
-        shape[dims[0]], shape[dims[1]] = shape[dims[1]], shape[dims[0]]
-        return tuple(shape)
-    if isinstance(op, ops.GetsliceOp):
-        return _getslice_on_source(op.defaults["index"], source, expanded)
+# How a unary op applies to ``x`` instead of ``expand(x)`` (where it commutes
+# with the expand): ``rule(op, source, expanded) -> (op, shape)``, the op to
+# apply to ``x`` (of shape ``source``) and its result's shape, which then
+# expands as ``op(expand(x))`` (``expand(x)`` of shape ``expanded``); or
+# ``None`` where it does not commute.
+PAST_EXPAND = OpRules("ops past expands")
+
+
+@PAST_EXPAND.register(*UNARY_ELEMENTWISE)
+def _elementwise_past_expand(op, source, expanded):
+    return op, source
+
+
+@PAST_EXPAND.register(ops.CholeskyOp)
+def _cholesky_past_expand(op, source, expanded):
+    if len(source) >= 2 and source[-2:] == expanded[-2:]:
+        return op, source
     return None
+
+
+@PAST_EXPAND.register(ops.TransposeOp)
+def _transpose_past_expand(op, source, expanded):
+    rank = len(expanded)
+    dims = [_from_end(op.defaults[a], rank) for a in ("axis1", "axis2")]
+    if not all(-len(source) <= d < 0 for d in dims):
+        return None
+    shape = list(source)
+    shape[dims[0]], shape[dims[1]] = shape[dims[1]], shape[dims[0]]
+    return ops.TransposeOp(axis1=dims[0], axis2=dims[1]), tuple(shape)
+
+
+@PAST_EXPAND.register(ops.GetsliceOp)
+def _getslice_past_expand(op, source, expanded):
+    found = _getslice_on_source(op.defaults["index"], source, expanded)
+    if found is None:
+        return None
+    shape, source_index = found
+    return getslice_op(source_index), shape
 
 
 def _getslice_on_source(index, source, expanded):

@@ -87,7 +87,7 @@ def gather_of_cat_parts(editor, gather, args, positions, value_type):
     of their slices (along the ``cat`` axis, where ``positions`` run
     through at most :data:`MAX_RUNS` ranges of parts); else ``None``."""
     source, constant = args
-    cat = editor.producer(source)
+    cat = editor.producer(source, ops.CatOp)
     types = _large_cat_types(editor, cat)
     if types is None or value_type is None:
         return None
@@ -172,9 +172,9 @@ def _zeros_prototype(editor, ref):
 
 
 def _large_cat_types(editor, cat):
-    """The value types of packed ``cat``'s parts where it is large, else
-    ``None``."""
-    if cat is None or not isinstance(cat.op, ops.CatOp) or not cat.packed:
+    """The value types of packed ``cat``'s parts (a ``cat`` operation, or
+    ``None``) where it is large, else ``None``."""
+    if cat is None or not cat.packed:
         return None
     types = [editor.value_type(a) for a in cat.args]
     if any(t is None or not t.shape for t in types):

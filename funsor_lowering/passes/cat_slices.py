@@ -199,7 +199,7 @@ def slice_of_gather(editor, index, gather, value_type, backend):
     index vector) where ``index`` slices only the gathered dim: one
     ``getitem`` with ``c`` sliced, or a slice of ``x`` (new axes kept)
     where that counts up evenly or takes one member; else ``None``."""
-    if not isinstance(gather.op, ops.GetitemOp) or value_type is None:
+    if value_type is None:
         return None
     source, positions = gather.args
     positions = _index_vector(editor, positions, backend)

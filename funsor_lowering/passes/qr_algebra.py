@@ -134,11 +134,10 @@ def _projected(editor, ref, pair):
     if not isinstance(producer.op, ops.ReshapeOp):
         return None
     row = producer.args[0]
-    product = editor.producer(row)
+    product = editor.producer(row, ops.MatmulOp)
     column_type, row_type = editor.value_type(ref), editor.value_type(row)
     if (
         product is None
-        or not isinstance(product.op, ops.MatmulOp)
         or len(product.args) != 2
         or _factor_of(editor, product.args[1], 0) is not pair
         or column_type is None
@@ -171,55 +170,71 @@ def qr_projections(program):
     plans = _projected_qrs(program)
     if not plans:
         return PassResult(program, False)
-    first = program.first_operation
-    types = program.value_types
     editor = Editor.of(program)
-    replaced = {}  # value -> (QR value, item of qr_project)
-    for qr_value, (_, r_items, q_items, products) in plans.items():
-        replaced.update({v: (qr_value, 0) for v in r_items})
-        replaced.update({v: (qr_value, 1) for v in products})
-        replaced.update({v: (qr_value, None) for v in q_items})  # never read
-    projections = {}  # QR value -> the ref of its qr_project
+    projections = _Projections(program, editor, plans)
+    first = program.first_operation
+    for k, operation in enumerate(program.operations):
+        value = first + k
+        if value in plans or value in projections.replaced:
+            continue
+        args = [projections.ref_of(a) for a in operation.args]
+        editor.remap[value] = editor.emit(
+            operation.op, args, operation.packed, program.value_types[value]
+        )
+    output = map_leaves(projections.ref_of, program.output)
+    return pass_result(program, editor.finish(output))
 
-    def ref_of(value):
-        # a replaced value is emitted where it is first read (u may be
-        # computed after the QR, never after the first reader)
+
+class _Projections:
+    """The values :func:`qr_projections` replaces, emitted where they are
+    first read (``u`` may be computed after the QR, never after its first
+    reader): a QR's ``R`` and ``u @ Q`` as the items of one
+    ``qr_project``."""
+
+    def __init__(self, program, editor, plans):
+        self.program, self.editor, self.plans = program, editor, plans
+        self.types = program.value_types
+        self.replaced = {}  # value -> (QR value, item of qr_project)
+        for qr_value, (_, r_items, q_items, products) in plans.items():
+            self.replaced.update({v: (qr_value, 0) for v in r_items})
+            self.replaced.update({v: (qr_value, 1) for v in products})
+            self.replaced.update({v: (qr_value, None) for v in q_items})
+        self.projections = {}  # QR value -> the ref of its qr_project
+
+    def ref_of(self, value):
+        editor, types = self.editor, self.types
         if value in editor.remap:
             return editor.remap[value]
-        qr_value, index = replaced[value]
-        u = plans[qr_value][0]
-        vector = len(types[u].shape) == 1  # u @ Q of a vector u, as a row
-        if qr_value not in projections:
-            m = ref_of(program.operations[qr_value - first].args[0])
-            rows = ref_of(u)
-            if vector:
-                row_type = ValueType((1,) + types[u].shape, types[u].kind)
-                reshape = ops.ReshapeOp(shape=row_type.shape)
-                rows = editor.emit(reshape, [rows], False, row_type)
-            projections[qr_value] = editor.emit(qr_project, [m, rows], False, None)
+        qr_value, index = self.replaced[value]
+        vector = len(types[self.plans[qr_value][0]].shape) == 1  # u as a row
         item_type = types[value]
         if index == 1 and vector:  # the product as a row
             item_type = ValueType(
                 item_type.shape[:-1] + (1,) + item_type.shape[-1:], item_type.kind
             )
         item = TupleItemOp(index=index)
-        ref = editor.emit(item, [projections[qr_value]], False, item_type)
+        ref = editor.emit(item, [self._projection(qr_value)], False, item_type)
         if item_type is not types[value]:
             reshape = ops.ReshapeOp(shape=types[value].shape)
             ref = editor.emit(reshape, [ref], False, types[value])
         editor.remap[value] = ref
         return ref
 
-    for k, operation in enumerate(program.operations):
-        value = first + k
-        if value in plans or value in replaced:
-            continue
-        args = [ref_of(a) for a in operation.args]
-        editor.remap[value] = editor.emit(
-            operation.op, args, operation.packed, types[value]
-        )
-    output = map_leaves(ref_of, program.output)
-    return pass_result(program, editor.finish(output))
+    def _projection(self, qr_value):
+        """The ref of the ``qr_project`` replacing QR ``qr_value``."""
+        if qr_value not in self.projections:
+            u = self.plans[qr_value][0]
+            first = self.program.first_operation
+            m = self.ref_of(self.program.operations[qr_value - first].args[0])
+            rows = self.ref_of(u)
+            if len(self.types[u].shape) == 1:  # u @ Q of a vector u, as a row
+                row_type = ValueType((1,) + self.types[u].shape, self.types[u].kind)
+                reshape = ops.ReshapeOp(shape=row_type.shape)
+                rows = self.editor.emit(reshape, [rows], False, row_type)
+            self.projections[qr_value] = self.editor.emit(
+                qr_project, [m, rows], False, None
+            )
+        return self.projections[qr_value]
 
 
 def _projected_qrs(program):

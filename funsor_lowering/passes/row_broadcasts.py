@@ -62,10 +62,8 @@ def row_reduction(editor, op, args, value_type, add_read_once):
     rank = len(summed.shape)
     if rank < 2 or axis % rank != rank - 2 or not add_read_once:
         return None
-    add = editor.producer(args[0])
-    if add is None or add.packed or not isinstance(add.op, ops.AddOp):
-        return None
-    if len(add.args) != 2:
+    add = editor.producer(args[0], ops.AddOp)
+    if add is None or add.packed or len(add.args) != 2:
         return None
     n, m = summed.shape[-2:]
     for k in (0, 1):
@@ -86,10 +84,8 @@ def row_reduction(editor, op, args, value_type, add_read_once):
 
 def _column(editor, ref, n):
     """``x`` where ``ref`` is ``reshape(x, (n, 1))`` of a vector ``x``."""
-    producer = editor.producer(ref)
+    producer = editor.producer(ref, ops.ReshapeOp)
     if producer is None or producer.packed:
-        return None
-    if not isinstance(producer.op, ops.ReshapeOp):
         return None
     vector = editor.value_type(producer.args[0])
     shape = tuple(producer.op.defaults["shape"])
@@ -102,10 +98,8 @@ def swap_of_slice(editor, args, value_type):
     """``swap(y)[index]`` for ``swap(y[index])`` (``args[0]`` is
     ``y[index]``) where the index leaves the last two axes whole; else
     ``None``."""
-    producer = editor.producer(args[0])
+    producer = editor.producer(args[0], ops.GetsliceOp)
     if producer is None or producer.packed or value_type is None:
-        return None
-    if not isinstance(producer.op, ops.GetsliceOp):
         return None
     source = editor.value_type(producer.args[0])
     index = producer.op.defaults["index"]

@@ -81,10 +81,10 @@ def vector_solve(editor, solution, value_type, x_read_once):
     unit-axis reshape of a batch of vectors, or, where ``x_read_once``, of
     their product ``m @ v[..., None]``) reshaped without its unit axis;
     else ``None``."""
-    producer = editor.producer(solution)
+    producer = editor.producer(solution, ops.TriangularSolveOp)
     if producer is None or producer.packed or value_type is None:
         return None
-    if not isinstance(producer.op, ops.TriangularSolveOp) or len(producer.args) != 2:
+    if len(producer.args) != 2:
         return None
     x, y = producer.args
     x_type, solution_type = editor.value_type(x), editor.value_type(solution)
@@ -107,10 +107,10 @@ def dot_products(editor, op, summed, value_type):
     """``vecdot(x, y)`` of type ``value_type`` equal to ``op`` (a ``sum``)
     of ``summed``, where that is ``x * y`` summed over its last axis for
     real arrays ``x`` and ``y`` of equal last dims; else ``None``."""
-    producer = editor.producer(summed)
+    producer = editor.producer(summed, ops.MulOp)
     if producer is None or producer.packed or value_type is None:
         return None
-    if not isinstance(producer.op, ops.MulOp) or len(producer.args) != 2:
+    if len(producer.args) != 2:
         return None
     summed_type = editor.value_type(summed)
     if summed_type is None or not summed_type.shape or op.defaults["keepdims"]:

@@ -74,6 +74,7 @@ from ..ir.editor import Editor, PassResult
 from ..ir.program import ValueType, array_backend
 from ..ir.structure import map_leaves
 from ..ops.extra_ops import RANDOM_OP_TYPES, TakeOp, getslice_op, take
+from ..ops.op_rules import OpRules
 from .cat_slices import as_slice
 
 # Smallest group worth batching: below it, the gathers and the members
@@ -143,37 +144,10 @@ def vectorize(program, min_group=MIN_GROUP):
     depth = _depths(program)
     backend = array_backend(program.backend)
 
-    keys = [
-        _bucket_key(operation, first + k, types, depth[first + k])
-        for k, operation in enumerate(program.operations)
-    ]
-    buckets = {}
-    for k, key in enumerate(keys):
-        if key is not None:
-            buckets.setdefault(key, []).append(first + k)
-
+    keys, buckets = _buckets(program, types, depth)
     editor = Editor.of(program)
-    group_of = {}  # value number -> (group, index in group)
-    taken_out = {}  # value number -> ref of the member taken out of its group
-    numbers = {}  # Python int -> constant ref
-
-    def number(j):
-        if j not in numbers:
-            numbers[j] = editor.add_constant(j)
-        return numbers[j]
-
-    def ref_of(value):
-        if value not in group_of:
-            return editor.remap[value]
-        if value not in taken_out:
-            group, j = group_of[value]
-            taken_out[value] = editor.emit(
-                ops.GetitemOp(offset=0),
-                (group.ref, number(j)),
-                False,
-                group.member_type,
-            )
-        return taken_out[value]
+    refs = _Refs(editor)
+    ref_of = refs.ref_of
 
     done = set()
     order = sorted(range(len(program.operations)), key=lambda k: depth[first + k])
@@ -182,14 +156,10 @@ def vectorize(program, min_group=MIN_GROUP):
         if value in done:
             continue
         key = keys[k]
-        batched = set()
         if key is not None and len(buckets[key]) >= min_group:
-            for members in _split(program, buckets[key], group_of):
-                members = _layout_order(program, types, members, group_of)
-                if len(members) >= min_group and _batch(
-                    editor, program, types, members, group_of, backend, number
-                ):
-                    batched.update(members)
+            batched = _batch_bucket(
+                editor, program, types, buckets[key], refs, backend, min_group
+            )
             done.update(buckets[key])
             unbatched = [v for v in buckets[key] if v not in batched]
         else:
@@ -205,6 +175,65 @@ def vectorize(program, min_group=MIN_GROUP):
     if len(result.operations) >= len(program.operations):
         return PassResult(program, False)
     return PassResult(result, True)
+
+
+def _buckets(program, types, depth):
+    """Each operation's bucket key (``None``: never batched) and the
+    operations of each key, in program order."""
+    first = program.first_operation
+    keys = [
+        _bucket_key(operation, first + k, types, depth[first + k])
+        for k, operation in enumerate(program.operations)
+    ]
+    buckets = {}
+    for k, key in enumerate(keys):
+        if key is not None:
+            buckets.setdefault(key, []).append(first + k)
+    return keys, buckets
+
+
+class _Refs:
+    """Where the vectorized program has each value of the original: a
+    member of a batched group is taken out of it (``group[j]``) where it
+    is read outside its group."""
+
+    def __init__(self, editor):
+        self.editor = editor
+        self.group_of = {}  # value number -> (group, index in group)
+        self.taken_out = {}  # value number -> ref of the member taken out
+        self.numbers = {}  # Python int -> constant ref
+
+    def number(self, j):
+        if j not in self.numbers:
+            self.numbers[j] = self.editor.add_constant(j)
+        return self.numbers[j]
+
+    def ref_of(self, value):
+        if value not in self.group_of:
+            return self.editor.remap[value]
+        if value not in self.taken_out:
+            group, j = self.group_of[value]
+            self.taken_out[value] = self.editor.emit(
+                ops.GetitemOp(offset=0),
+                (group.ref, self.number(j)),
+                False,
+                group.member_type,
+            )
+        return self.taken_out[value]
+
+
+def _batch_bucket(editor, program, types, bucket, refs, backend, min_group):
+    """Batch the groups of one bucket's operations that can be (of at least
+    ``min_group``); returns the operations batched."""
+    group_of, number = refs.group_of, refs.number
+    batched = set()
+    for members in _split(program, bucket, group_of):
+        members = _layout_order(program, types, members, group_of)
+        if len(members) >= min_group and _batch(
+            editor, program, types, members, group_of, backend, number
+        ):
+            batched.update(members)
+    return batched
 
 
 def _depths(program):
@@ -416,97 +445,142 @@ def _stack(values, backend):
 
 
 # ------------------------------------------------------------------ rules
+# Batch rules, per op type: ``applies(op)`` says whether the rule batches an
+# op of these parameters; ``emitter(batching)`` gives a function
+# ``(editor, refs) -> ref`` emitting the batched operation, or ``None``
+# where these arguments cannot be batched so.
+BATCH_RULES = OpRules("batch rules")
+
+
+def batch_rule(*op_types, applies=lambda op: True):
+    """Register a batch rule for ``op_types`` (see ``BATCH_RULES``)."""
+
+    def register(emitter):
+        BATCH_RULES.register(*op_types)((applies, emitter))
+        return emitter
+
+    return register
+
+
 def _has_rule(operation):
-    op = operation.op
-    if isinstance(op, UNARY_ELEMENTWISE + BINARY_ELEMENTWISE):
-        return not op.defaults
-    if isinstance(op, ops.ClampOp):
-        return all(
-            v is None or isinstance(v, numbers.Number) for v in op.defaults.values()
-        )
-    if isinstance(op, REDUCTIONS):
-        return set(op.defaults) == {"axis", "keepdims"}
-    return isinstance(
-        op,
-        (
-            ops.PermuteOp,
-            ops.ReshapeOp,
-            ops.ExpandOp,
-            ops.GetsliceOp,
-            ops.GetitemOp,
-            ops.EinsumOp,
-            ops.CatOp,
-            ops.StackOp,
-            ops.MatmulOp,
-            TakeOp,
-        ),
-    )
+    rule = BATCH_RULES.rule(operation.op)
+    return rule is not None and rule[0](operation.op)
 
 
 def _rule(operation, flags, arg_types, member_type, n):
     """A function ``(editor, refs) -> ref`` emitting the batched operation
     (``refs``: batched values where ``flags``, shared values elsewhere), or
     ``None`` where the op cannot be batched so."""
-    op, packed = operation.op, operation.packed
-    batched_type = ValueType((n,) + member_type.shape, member_type.kind)
-    rank = len(member_type.shape)
+    rule = BATCH_RULES.rule(operation.op)
+    if rule is None:
+        return None
+    return rule[1](_Batching(operation, flags, arg_types, member_type, n))
 
-    def emit(new_op, align=False):
+
+class _Batching:
+    """What a batch rule reads: the operation, which of its arguments are
+    batched (``flags``), the arguments' and the result's member types, and
+    the batch size ``n``."""
+
+    def __init__(self, operation, flags, arg_types, member_type, n):
+        self.op, self.packed = operation.op, operation.packed
+        self.flags, self.arg_types, self.n = flags, arg_types, n
+        self.member_type = member_type
+        self.batched_type = ValueType((n,) + member_type.shape, member_type.kind)
+        self.rank = len(member_type.shape)
+
+    def emit(self, new_op, align=False):
+        """The emitter of ``new_op`` on the batched arguments (``align``:
+        lower-rank batched arguments get unit axes after the batch axis)."""
+
         def run(editor, refs):
             if align:
                 refs = [
-                    _align(editor, r, t, rank, n) if f else r
-                    for r, f, t in zip(refs, flags, arg_types)
+                    _align(editor, r, t, self.rank, self.n) if f else r
+                    for r, f, t in zip(refs, self.flags, self.arg_types)
                 ]
-            return editor.emit(new_op, refs, packed, batched_type)
+            return editor.emit(new_op, refs, self.packed, self.batched_type)
 
         return run
 
-    if isinstance(op, UNARY_ELEMENTWISE + BINARY_ELEMENTWISE + (ops.ClampOp,)):
-        return emit(op, align=True)
-    if isinstance(op, ops.MatmulOp):
-        if any(f and len(t.shape) < 2 for f, t in zip(flags, arg_types)):
-            return None
-        return emit(op, align=True)
-    if isinstance(op, REDUCTIONS):
-        arg_rank = len(arg_types[0].shape)
-        if arg_rank == 0:
-            return None
-        axis = op.defaults["axis"]
-        if axis is None:
-            axis = tuple(range(arg_rank))
-        axes = (axis,) if isinstance(axis, int) else tuple(axis)
-        axes = tuple(a % arg_rank + 1 for a in axes)
-        return emit(type(op)(axis=axes, keepdims=op.defaults["keepdims"]))
-    if isinstance(op, ops.PermuteOp):
-        dims = (0,) + tuple(d % rank + 1 for d in op.defaults["dims"])
-        return emit(ops.PermuteOp(dims=dims))
-    if isinstance(op, ops.ReshapeOp):
-        return emit(ops.ReshapeOp(shape=(n,) + tuple(member_type.shape)))
-    if isinstance(op, ops.ExpandOp):
-        return emit(ops.ExpandOp(shape=(n,) + tuple(member_type.shape)), align=True)
-    if isinstance(op, ops.GetsliceOp):
-        index = op.defaults["index"]
-        index = index if isinstance(index, tuple) else (index,)
-        return emit(getslice_op((slice(None),) + index))
-    if isinstance(op, ops.GetitemOp):
-        offset = op.defaults["offset"]
-        if flags == [True, False]:
-            return emit(ops.GetitemOp(offset=offset + 1))
-        if flags == [False, True] and offset == 0:
-            return emit(op)
+
+@batch_rule(*UNARY_ELEMENTWISE, *BINARY_ELEMENTWISE, applies=lambda op: not op.defaults)
+def _elementwise(b):
+    return b.emit(b.op, align=True)
+
+
+@batch_rule(
+    ops.ClampOp,
+    applies=lambda op: all(
+        v is None or isinstance(v, numbers.Number) for v in op.defaults.values()
+    ),
+)
+def _clamp(b):
+    return b.emit(b.op, align=True)
+
+
+@batch_rule(ops.MatmulOp)
+def _matmul(b):
+    if any(f and len(t.shape) < 2 for f, t in zip(b.flags, b.arg_types)):
         return None
-    if isinstance(op, ops.EinsumOp):
-        return _einsum_rule(op, flags, batched_type)
-    if isinstance(op, TakeOp):
-        return _take_rule(flags, arg_types, batched_type)
-    if isinstance(op, (ops.CatOp, ops.StackOp)) and packed and all(flags):
-        name = "axis" if isinstance(op, ops.CatOp) else "dim"
-        axis = op.defaults[name]
-        part_rank = len(arg_types[0].shape)
-        limit = part_rank if isinstance(op, ops.CatOp) else part_rank + 1
-        return emit(type(op)(**{name: axis % limit + 1}))
+    return b.emit(b.op, align=True)
+
+
+@batch_rule(*REDUCTIONS, applies=lambda op: set(op.defaults) == {"axis", "keepdims"})
+def _reduction(b):
+    arg_rank = len(b.arg_types[0].shape)
+    if arg_rank == 0:
+        return None
+    axis = b.op.defaults["axis"]
+    if axis is None:
+        axis = tuple(range(arg_rank))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(a % arg_rank + 1 for a in axes)
+    return b.emit(type(b.op)(axis=axes, keepdims=b.op.defaults["keepdims"]))
+
+
+@batch_rule(ops.PermuteOp)
+def _permute(b):
+    dims = (0,) + tuple(d % b.rank + 1 for d in b.op.defaults["dims"])
+    return b.emit(ops.PermuteOp(dims=dims))
+
+
+@batch_rule(ops.ReshapeOp)
+def _reshape(b):
+    return b.emit(ops.ReshapeOp(shape=(b.n,) + tuple(b.member_type.shape)))
+
+
+@batch_rule(ops.ExpandOp)
+def _expand(b):
+    shape = (b.n,) + tuple(b.member_type.shape)
+    return b.emit(ops.ExpandOp(shape=shape), align=True)
+
+
+@batch_rule(ops.GetsliceOp)
+def _getslice(b):
+    index = b.op.defaults["index"]
+    index = index if isinstance(index, tuple) else (index,)
+    return b.emit(getslice_op((slice(None),) + index))
+
+
+@batch_rule(ops.GetitemOp)
+def _getitem(b):
+    offset = b.op.defaults["offset"]
+    if b.flags == [True, False]:
+        return b.emit(ops.GetitemOp(offset=offset + 1))
+    if b.flags == [False, True] and offset == 0:
+        return b.emit(b.op)
     return None
+
+
+@batch_rule(ops.CatOp, ops.StackOp)
+def _cat_or_stack(b):
+    if not (b.packed and all(b.flags)):
+        return None
+    name = "axis" if isinstance(b.op, ops.CatOp) else "dim"
+    part_rank = len(b.arg_types[0].shape)
+    limit = part_rank if isinstance(b.op, ops.CatOp) else part_rank + 1
+    return b.emit(type(b.op)(**{name: b.op.defaults[name] % limit + 1}))
 
 
 def _align(editor, ref, member_type, rank, n):
@@ -521,7 +595,9 @@ def _align(editor, ref, member_type, rank, n):
     )
 
 
-def _einsum_rule(op, flags, batched_type):
+@batch_rule(ops.EinsumOp)
+def _einsum(b):
+    op, flags, batched_type = b.op, b.flags, b.batched_type
     inputs, output = op.defaults["equation"].split("->")
     letters = set(op.defaults["equation"])
     free = [c for c in string.ascii_letters if c not in letters]
@@ -537,12 +613,14 @@ def _einsum_rule(op, flags, batched_type):
     return run
 
 
-def _take_rule(flags, arg_types, batched_type):
+@batch_rule(TakeOp)
+def _take(b):
     """``take(x, index)`` (``x[index]``) batched: a batched ``x`` is indexed
     on its second axis; a batched ``index`` gathers as it is; where both are,
     member ``b`` gathers from rows ``b * len(x)`` on of ``x`` flattened (an
     index taken modulo ``len(x)`` first, so negative ones count from the
     end as they did)."""
+    flags, arg_types, batched_type = b.flags, b.arg_types, b.batched_type
     if not all(flags):
         op = ops.GetitemOp(offset=1) if flags[0] else take
         return lambda editor, refs: editor.emit(op, refs, False, batched_type)
