@@ -204,3 +204,117 @@ def test_gamma_reparametrized_samples_match_moments():
     # mean 1.5, std sqrt(3)/2 ~ 0.87: 5 standard errors of the mean ~ 0.07
     assert abs(first.mean() - 1.5) < 0.07
     assert abs(first.std() - np.sqrt(3) / 2) < 0.07
+
+
+# funsor's test_generic_sample cases whose samplers failed compiled on jax:
+# name -> (backend distribution of numpy arrays, funsor value domain, a
+# check of one draw). Multinomial and Binomial need concrete total counts
+# under jax's tracing, Beta.to_event builds a validated Dirichlet, Delta's
+# log_density has the batch shape only.
+def _raw_cases():
+    raw = importlib.import_module(
+        "pyro.distributions"
+        if funsor.get_backend() == "torch"
+        else "numpyro.distributions"
+    )
+    array = from_numpy
+    probs = rng.rand(5, 4) + 0.1
+    probs /= probs.sum(-1, keepdims=True)
+    counts = np.full((5,), 6)
+    return {
+        "Multinomial": (
+            lambda: raw.Multinomial(int(counts[0]), probs=array(probs)),
+            Reals[4],
+            lambda x: np.allclose(x.sum(-1), counts[0]) and (x >= 0).all(),
+        ),
+        "Binomial": (
+            lambda: raw.Binomial(array(counts), probs=array(probs[:, 0])),
+            Real,
+            lambda x: ((0 <= x) & (x <= counts)).all(),
+        ),
+        "Beta.to_event": (
+            lambda: raw.Beta(array(probs + 1), array(probs + 2)).to_event(1),
+            Reals[4],
+            lambda x: ((0 < x) & (x < 1)).all(),
+        ),
+        "Delta": (
+            lambda: raw.Delta(array(probs), array(counts), event_dim=1),
+            Reals[4],
+            lambda x: np.allclose(x, probs),
+        ),
+    }
+
+
+@funsor.interpretations.CallableInterpretation
+def _distributions_kept(cls, *args):
+    """Eager, except that a distribution of an unbound value stays a term
+    (funsor's test converts under such an interpretation, so that its
+    sampler, not an eager pattern, is tested)."""
+    if issubclass(cls, funsor.distribution.Distribution) and not isinstance(
+        args[-1], Tensor
+    ):
+        return funsor.interpretations.reflect.interpret(cls, *args)
+    return funsor.interpretations.eager.interpret(cls, *args)
+
+
+@pytest.mark.parametrize("sample_shape", [(), (3,)], ids=str)
+@pytest.mark.parametrize("name", list(_raw_cases()))
+def test_samplers_of_funsors_generic_sample_cases(name, sample_shape):
+    # funsor's test_generic_sample: a backend distribution converted with its
+    # batch dim named, then Funsor.sample run compiled by jit
+    from funsor.montecarlo import extract_samples
+    from funsor.terms import Funsor
+
+    from funsor_lowering import jit
+
+    make, domain, check = _raw_cases()[name]
+    with _distributions_kept:
+        term = funsor.to_funsor(make(), output=Real, dim_to_name={-1: "i"})
+    assert isinstance(term, funsor.distribution.Distribution)
+    sample_inputs = OrderedDict(s=Bint[3]) if sample_shape else OrderedDict()
+    key = None if funsor.get_backend() == "torch" else np.array([0, 0], np.uint32)
+    args = (term, frozenset(["value"]), sample_inputs)
+    expected = Funsor.sample(*args, rng_key=key)
+    actual = jit(Funsor.sample)(*args, rng_key=key)
+    assert actual.inputs == expected.inputs and actual.output == expected.output
+    point = extract_samples(actual)["value"]
+    assert point.output == domain
+    names = ("s", "i") if sample_shape else ("i",)
+    assert check(np.asarray(to_numpy(point.align(names).data)))
+
+
+@pytest.mark.parametrize("reparametrized", [True, False], ids=["reparam", "nonrepa"])
+def test_draws_are_funsors_own_numbers(reparametrized):
+    # funsor's test_gamma_sample: a Gamma over two batch inputs sampled with
+    # sample inputs; funsor's sampler lays the batch out last input first, and
+    # so does the compiled draw: from the same RNG state (torch's global one,
+    # jax's key) both give the same numbers in the same places
+    from funsor.terms import Funsor
+
+    from funsor_lowering import jit
+
+    inputs = OrderedDict(i=Bint[2], j=Bint[3])
+    concentration = Tensor(from_numpy(rng.rand(2, 3) + 0.5), inputs)
+    rate = Tensor(from_numpy(rng.rand(2, 3) + 0.5), inputs)
+    gamma = dist.Gamma if reparametrized else dist.NonreparameterizedGamma
+    term = gamma(concentration, rate, Variable("value", Real))
+    args = (term, frozenset(["value"]), OrderedDict(ii=Bint[4], jj=Bint[5]))
+    sample = jit(Funsor.sample)
+
+    def drawn(fn):
+        if funsor.get_backend() == "torch":
+            import torch
+
+            torch.manual_seed(0)
+            return fn(*args)
+        return fn(*args, rng_key=np.array([0, 7], np.uint32))
+
+    expected = drawn(Funsor.sample)
+    sample(*args) if funsor.get_backend() == "torch" else None  # compiles
+    actual = drawn(sample)
+    assert actual.inputs == expected.inputs
+    point, expected_point = (
+        funsor.montecarlo.extract_samples(r)["value"] for r in (actual, expected)
+    )
+    assert tuple(point.inputs) == tuple(expected_point.inputs)
+    assert_matches(point.data, expected_point.data)

@@ -25,6 +25,7 @@ from ..ops.extra_ops import (  # noqa: E402
     relu,
     split_key,
 )
+from ..ops.symbolic import SymbolicArray  # noqa: E402
 from ..runtime.entry import SelfCheckingJit  # noqa: E402
 from . import jax_threefry  # noqa: E402
 from .base import ArrayBackend, nested_outputs  # noqa: E402
@@ -122,7 +123,7 @@ class JaxBackend(ArrayBackend):
     def abstract_eval(self, fn, args, kwargs, draws=False):
         """Under ``jax.eval_shape``: shapes only, nothing computed (draws
         take their keys as operands: no global RNG)."""
-        from ..ops.symbolic import SymbolicArray, map_symbolic
+        from ..ops.symbolic import map_symbolic
 
         leaves = []
         map_symbolic(leaves.append, (args, kwargs))
@@ -166,8 +167,12 @@ class JaxBackend(ArrayBackend):
 
     def tracing_hooks(self):
         # funsor's MonteCarlo splits its key with jax.random.split, outside
-        # funsor.ops; while tracing, split through the split_key op instead.
+        # funsor.ops; while tracing, a traced key splits through the split_key
+        # op instead. Other keys (a sampler's own, evaluated under
+        # jax.eval_shape) split as jax splits them.
         def split(key, num=2):
+            if not isinstance(key, SymbolicArray):
+                return hooks.original("jax.random.split")(key, num)
             return tuple(split_key(key, index=i, num=num) for i in range(num))
 
         return {"jax.random.split": split}

@@ -249,13 +249,28 @@ def backend_distribution(dist_class, names, params, event_rank, validate=None):
     with ``event_rank`` event dims; its arguments unvalidated where
     ``validate`` is false."""
     kwargs = dict(zip(names, params))
+    declared = getattr(dist_class, "arg_constraints", None)
+    if isinstance(declared, dict):
+        # a scalar the class does not declare a tensor parameter is a number
+        # (torch's Multinomial total_count), as funsor's to_data passes it
+        for name, value in kwargs.items():
+            if name not in declared and getattr(value, "shape", None) == ():
+                kwargs[name] = int(value) if _is_integral(value) else float(value)
     if validate is False or any(getattr(p, "is_meta", False) for p in params):
         # shape inference on torch's meta tensors (symbolic tracing): no
         # values to validate
         kwargs["validate_args"] = False
+    if dist_class.__name__ == "Delta":
+        # a Delta's log_density has the batch shape only: its event dims
+        # are given as ``event_dim`` (numpyro broadcasts it with ``v``)
+        kwargs["event_dim"] = event_rank
     dist = dist_class(**kwargs)
     extra = event_rank - len(dist.event_shape)
     return dist.to_event(extra) if extra > 0 else dist
+
+
+def _is_integral(value):
+    return float(value) == int(value)
 
 
 @ops.FinitaryOp.make(module_name="funsor_lowering.ops.extra_ops")

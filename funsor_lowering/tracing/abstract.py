@@ -10,7 +10,8 @@ whose values keep linear algebra defined
 tensors above that. Random ops of backends whose draws use a global RNG
 (numpy, torch), and ``cat``, ``einsum`` (leading ellipses) and basic
 ``getslice`` have shape rules here instead; ``full_like`` on every
-backend.
+backend; a distribution's draw on jax where ``jax.eval_shape`` fails
+(NumPyro samplers that need concrete parameters) falls back to its rule.
 
 Example::
 
@@ -99,9 +100,15 @@ def _evaluate(op, args, kwargs, backend, call):
         result = rule(bind_call(op, args, kwargs).arguments, backend)
         if result is not None:
             return result
-    result = backend.abstract_eval(
-        lambda *a, **k: call(op, *a, **k), args, kwargs, draws=draws
-    )
+    try:
+        result = backend.abstract_eval(
+            lambda *a, **k: call(op, *a, **k), args, kwargs, draws=draws
+        )
+    except Exception:
+        fallback = _FALLBACK_RULES.get(type(op))
+        result = fallback and fallback(bind_call(op, args, kwargs).arguments, backend)
+        if result is None:
+            raise
     if isinstance(result, tuple):
         return tuple(_symbolic(op, r) for r in result)
     return _symbolic(op, result)
@@ -127,19 +134,32 @@ def _categorical_shape(arguments, backend):
     return SymbolicArray(shape, backend.int_dtype)
 
 
+def stand_in_distribution(dist_class, names, params, event_rank, backend):
+    """The backend distribution built on stand-ins of its symbolic
+    parameters, unvalidated (stand-ins hold no meaningful values); on ones
+    where a stand-in fails a check the distribution makes anyway (NumPyro's
+    Beta validates the Dirichlet it builds)."""
+
+    def build(fill):
+        values = tuple(fill(a) if isinstance(a, SymbolicArray) else a for a in params)
+        return backend_distribution(
+            dist_class, names, values, event_rank, validate=False
+        )
+
+    try:
+        return build(backend.stand_in_for)
+    except Exception:  # noqa: BLE001 - retried on ones, which raise if invalid
+        return build(lambda a: _ones_like(a, backend))
+
+
 def _unvalidated_distribution(arguments, params, backend):
-    """The backend distribution of a distribution op, built on stand-ins
-    of its (symbolic) parameters without validating them: stand-ins hold
-    no meaningful values."""
-    params = tuple(
-        backend.stand_in_for(a) if isinstance(a, SymbolicArray) else a for a in params
-    )
-    return backend_distribution(
+    """The backend distribution of a distribution op on stand-ins."""
+    return stand_in_distribution(
         arguments["dist_class"],
         arguments["names"],
         params,
         arguments["event_rank"],
-        validate=False,
+        backend,
     )
 
 
@@ -164,19 +184,20 @@ def _distribution_sample_shape(arguments, backend):
     backend's global random state restored afterwards (the caller's draws
     are unchanged). ``None`` (evaluate) if the stand-ins cannot be drawn
     from."""
+    params, key = arguments["args"], ()
     if arguments["keyed"]:
-        return None
+        params, key = params[:-1], (backend.stand_in_for(params[-1]),)
     try:
-        dist = _unvalidated_distribution(arguments, arguments["args"], backend)
+        dist = _unvalidated_distribution(arguments, params, backend)
         with backend.preserved_random_state():
             try:
-                draw = dist.sample()
+                draw = dist.sample(*key)
             except Exception:  # noqa: BLE001 - e.g. a zero total count
                 ones = tuple(
                     _ones_like(a, backend) if isinstance(a, SymbolicArray) else a
-                    for a in arguments["args"]
+                    for a in params
                 )
-                draw = _unvalidated_distribution(arguments, ones, backend).sample()
+                draw = _unvalidated_distribution(arguments, ones, backend).sample(*key)
     except Exception:  # noqa: BLE001 - no rule: evaluation reports
         return None
     shape = tuple(arguments["sample_shape"]) + tuple(dist.batch_shape)
@@ -292,6 +313,11 @@ def _getslice_shape(arguments, backend):
 # Ops evaluated by rule on jax too: funsor's jax full_like fills a numpy
 # array, which jax's eval_shape tracers cannot become.
 _KEYED_RULES = {ops.FullLikeOp}
+
+# Rules for ops whose evaluation on jax's tracers fails where a draw on
+# concrete stand-ins works: NumPyro's samplers that need concrete parameters
+# (Multinomial's total count, Binomial's and NegativeBinomial's loops).
+_FALLBACK_RULES = {DistributionSampleOp: _distribution_sample_shape}
 
 # Ops evaluated by rule (numpy, torch): random ops, whose draws use a global
 # RNG there, and ops whose abstract evaluation is slow (torch evaluates on

@@ -71,12 +71,12 @@ from ..ops.extra_ops import (
     categorical_sample,
     flat_scatter,
 )
-from ..ops.symbolic import SymbolicArray, has_symbolic, map_symbolic
+from ..ops.symbolic import SymbolicArray, has_symbolic
 from ..passes.pipeline import optimize
 from ..runtime.codegen import bind_call
 from ..runtime.entry import prepared
 from . import constants, dense_ffbs, gaussian_patterns
-from .abstract import abstract_result
+from .abstract import abstract_result, stand_in_distribution
 from .rng_keys import draw_key
 
 RANDOM_OPS = RANDOM_OP_TYPES
@@ -457,7 +457,11 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
         )
     lowerer = Lowerer(fold=False)
     params = [lowerer.lower(p) for p in self._ast_values[:-1]]
+    # the batch laid out as funsor's sampler lays it out (last input first,
+    # its _get_raw_dist): draws from a global RNG (torch) are then the same
+    # numbers as funsor's, in the same places
     batch = union_batch(*params)
+    batch = OrderedDict((k, batch[k]) for k in reversed(self.inputs) if k in batch)
     names, exprs = parameter_operands(self, params, batch)
     operands = [e.data for e in exprs]
     key = draw_key(rng_key)
@@ -474,7 +478,11 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
     inputs = OrderedDict(sample_inputs)
     inputs.update(batch)
     point = Tensor(draw, inputs, value.output.dtype)
-    if _has_rsample(self.dist_class, names, operands):
+    # ... then aligned as funsor aligns its draw
+    point = point.align(
+        tuple(sample_inputs) + tuple(k for k in self.inputs if k in batch)
+    )
+    if _has_rsample(self.dist_class, names, operands, event_rank):
         return funsor.delta.Delta(value.name, point)
     # Score-function (DiCE) factor, as funsor's own sampler adds.
     log_prob = DistributionLogProbOp(
@@ -484,7 +492,7 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
     return funsor.delta.Delta(value.name, point, dice)
 
 
-def _has_rsample(dist_class, names, operands):
+def _has_rsample(dist_class, names, operands, event_rank):
     """Whether the backend distribution reparametrizes its draws: a class
     attribute, else read from an instance built on stand-ins (it depends
     on which parameters the distribution has, not on their values)."""
@@ -492,8 +500,8 @@ def _has_rsample(dist_class, names, operands):
     if isinstance(has_rsample, bool):
         return has_rsample
     backend = array_backend(get_backend())
-    params = map_symbolic(backend.stand_in_for, dict(zip(names, operands)))
-    return dist_class(**params, validate_args=False).has_rsample
+    dist = stand_in_distribution(dist_class, names, operands, event_rank, backend)
+    return dist.has_rsample
 
 
 def traced_tensor_sample(self, sampled_vars, sample_inputs, rng_key):

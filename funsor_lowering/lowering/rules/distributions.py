@@ -23,8 +23,14 @@ def parameter_operands(term, params, batch):
         domains = {k: v.output for k, v in term.params.items()}
         indep_shape, _ = infer_shapes(term.dist_class, domains)
     names = tuple(term._ast_fields[:-1])
+    declared = getattr(term.dist_class, "arg_constraints", None)
     exprs = []
     for name, param, raw in zip(names, params, term._ast_values[:-1]):
+        if isinstance(declared, dict) and name not in declared and not param.batch:
+            # a parameter the class takes as a number (torch's Multinomial
+            # total_count): left a scalar, as funsor's to_data leaves it
+            exprs.append(param.expr)
+            continue
         event = getattr(term._infer_param_domain(name, raw.output.shape), "shape", ())
         indep = raw.output.shape[: len(raw.output.shape) - len(event)]
         pad = max(0, len(indep_shape) - len(indep))
