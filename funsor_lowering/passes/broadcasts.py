@@ -39,6 +39,8 @@ Example::
       return matmul
 """
 
+import typing
+
 from funsor import ops
 
 from ..ir.editor import rewrite
@@ -49,15 +51,27 @@ from ..ops.shapes import broadcast_shape
 from .basic_index import expand_index, is_int, is_whole
 from .vectorize import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
 
-# Operations on the last dims of batches of matrices or vectors (as many
-# as the operands' core ranks), broadcasting the batch dims before them.
-CORE_RANKS = {
-    ops.MatmulOp: (2, 2),
-    ops.TriangularSolveOp: (2, 2),
-    TriangularSolveVectorsOp: (1, 2),
-    VecdotOp: (1, 1),
-}
-BATCH_BINARY = tuple(CORE_RANKS)
+
+class CoreDims(typing.NamedTuple):
+    """An op on the last dims of batches of matrices or vectors, which
+    broadcasts the batch dims before them: each operand's number of core
+    dims, and the result's core dims for operand ``shapes``."""
+
+    ranks: tuple
+    result: typing.Callable
+
+
+CORE_DIMS = OpRules("core dims")
+CORE_DIMS.register(ops.MatmulOp)(
+    CoreDims((2, 2), lambda shapes: (shapes[0][-2], shapes[1][-1]))
+)
+CORE_DIMS.register(ops.TriangularSolveOp)(
+    CoreDims((2, 2), lambda shapes: tuple(shapes[0][-2:]))
+)
+CORE_DIMS.register(TriangularSolveVectorsOp)(
+    CoreDims((1, 2), lambda shapes: tuple(shapes[0][-1:]))
+)
+CORE_DIMS.register(VecdotOp)(CoreDims((1, 1), lambda shapes: ()))
 
 
 def defer_expands(program):
@@ -81,7 +95,8 @@ def _rule(editor, operation, args, value_type):
     if value_type is None or operation.packed:
         return None
     op = operation.op
-    if isinstance(op, BINARY_ELEMENTWISE + BATCH_BINARY) and len(args) == 2:
+    binary = isinstance(op, BINARY_ELEMENTWISE) or CORE_DIMS.rule(op) is not None
+    if binary and len(args) == 2:
         return _broadcasting(editor, op, args, value_type)
     if len(args) != 1:
         return None
@@ -134,7 +149,8 @@ def _broadcasting(editor, op, args, value_type):
     types = [editor.value_type(a) for a in args]
     if any(t is None for t in types):
         return None
-    cores = CORE_RANKS.get(type(op), (0, 0))
+    core_dims = CORE_DIMS.rule(op)
+    cores = core_dims.ranks if core_dims else (0, 0)
     smaller = list(args)
     for k, source in enumerate(sources):
         if source is None:
@@ -152,22 +168,8 @@ def _broadcasting(editor, op, args, value_type):
     if any(len(s) < core for s, core in zip(shapes, cores)):
         return None
     batch = broadcast_shape(*(s[: len(s) - core] for s, core in zip(shapes, cores)))
-    shape = batch + _core_result(op, shapes)
+    shape = batch + (core_dims.result(shapes) if core_dims else ())
     return _then_expand(editor, op, smaller, shape, value_type)
-
-
-def _core_result(op, shapes):
-    """The trailing dims of ``op``'s result for operands of ``shapes``."""
-    rule = CORE_RESULTS.rule(op)
-    return () if rule is None else rule(shapes)  # () elementwise and vecdot
-
-
-# The trailing dims of an op's result for operands of ``shapes``, where they
-# are not broadcast whole.
-CORE_RESULTS = OpRules("core results")
-CORE_RESULTS.register(ops.MatmulOp)(lambda shapes: (shapes[0][-2], shapes[1][-1]))
-CORE_RESULTS.register(ops.TriangularSolveOp)(lambda shapes: tuple(shapes[0][-2:]))
-CORE_RESULTS.register(TriangularSolveVectorsOp)(lambda shapes: tuple(shapes[0][-1:]))
 
 
 def _from_end(dim, rank):

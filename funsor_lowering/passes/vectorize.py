@@ -66,6 +66,7 @@ Example::
 
 import numbers
 import string
+import typing
 
 import numpy as np
 from funsor import ops
@@ -452,11 +453,19 @@ def _stack(values, backend):
 BATCH_RULES = OpRules("batch rules")
 
 
+class BatchRule(typing.NamedTuple):
+    """A batch rule: whether it applies to an op (by its parameters), and
+    its emitter (a :class:`_Batching` -> a ref, or ``None``)."""
+
+    applies: typing.Callable
+    emitter: typing.Callable
+
+
 def batch_rule(*op_types, applies=lambda op: True):
     """Register a batch rule for ``op_types`` (see ``BATCH_RULES``)."""
 
     def register(emitter):
-        BATCH_RULES.register(*op_types)((applies, emitter))
+        BATCH_RULES.register(*op_types)(BatchRule(applies, emitter))
         return emitter
 
     return register
@@ -464,7 +473,7 @@ def batch_rule(*op_types, applies=lambda op: True):
 
 def _has_rule(operation):
     rule = BATCH_RULES.rule(operation.op)
-    return rule is not None and rule[0](operation.op)
+    return rule is not None and rule.applies(operation.op)
 
 
 def _rule(operation, flags, arg_types, member_type, n):
@@ -474,7 +483,7 @@ def _rule(operation, flags, arg_types, member_type, n):
     rule = BATCH_RULES.rule(operation.op)
     if rule is None:
         return None
-    return rule[1](_Batching(operation, flags, arg_types, member_type, n))
+    return rule.emitter(_Batching(operation, flags, arg_types, member_type, n))
 
 
 class _Batching:

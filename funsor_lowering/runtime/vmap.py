@@ -44,7 +44,7 @@ from ..ops.extra_ops import (
     VecdotOp,
 )
 from ..passes import vectorize
-from ..passes.broadcasts import CORE_RANKS
+from ..passes.broadcasts import CORE_DIMS
 from ..passes.matmuls import emit_matmul
 from ..passes.pipeline import optimize
 from .entry import prepared
@@ -131,7 +131,7 @@ def _batch(editor, operation, refs, flags, arg_types, member, size):
         refs, _ = _lined_up(editor, refs, flags, arg_types, size)
         return editor.emit(op, refs, operation.packed, None)
     if isinstance(op, (VecdotOp, TriangularSolveVectorsOp)):
-        cores = CORE_RANKS[type(op)]
+        cores = CORE_DIMS.rule(op).ranks
         refs, _ = _lined_up(editor, refs, flags, arg_types, size, cores)
         return editor.emit(op, refs, operation.packed, _batched_type(member, size))
     if isinstance(op, ops.MatmulOp):
