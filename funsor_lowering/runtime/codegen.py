@@ -246,72 +246,114 @@ def generate_function_source(
     :func:`typed_number_operands`) passes ``value`` in place of a number
     constant.
     """
-    names = program.value_names
-    namespace = Namespace(reserved=list(names) + [name])
-    globals_ = {}
-    op_names = {}
+    source = _FunctionSource(program, name, standalone, typed_numbers)
+    lines = source.signature(name)
+    output_sources = source.output_sources()
+    indent = "    "
+    if context is not None:
+        lines.append(f"    with {source.add_global('_context', context)}():")
+        indent = "        "
+    for k, operation in enumerate(program.operations):
+        target = source.names[program.first_operation + k]
+        lines.append(f"{indent}{target} = {source.call(k, operation, resolved)}")
+    key_source = None if standalone else KeyNames(source.namespace, source.globals)
+    output = structure_source(program.output, output_sources, key_source)
+    lines.append(f"{indent}return {output}")
+    return "\n".join(lines), source.globals
 
-    def op_name(op):
-        if op not in op_names:
-            source = module_op_source(op) if standalone else None
-            if source is not None:
-                op_names[op] = source
-            else:
-                hint = f"{op.name}_op" if standalone else f"_{op.name}"
-                op_names[op] = namespace.create(hint)
-                globals_[op_names[op]] = op
-        return op_names[op]
 
-    for i, value in enumerate(program.constants):
-        globals_[names[i]] = value
-    typed_names = {}  # (constant, dtype) -> the name of its typed form
+class _FunctionSource:
+    """What one generated function's lines refer to: the names of its
+    values, ops and parameters (one namespace) and the globals bound to
+    them."""
 
-    def arg_names(k, operation):
-        result = [names[a] for a in operation.args]
-        for position, a in enumerate(operation.args):
-            typed = (typed_numbers or {}).get((k, position))
-            if typed is not None:
-                key = (a, str(getattr(typed[1], "dtype", None)))
-                if key not in typed_names:
-                    typed_names[key] = namespace.create(f"{names[a]}_typed")
-                    globals_[typed_names[key]] = typed[1]
-                result[position] = typed_names[key]
-        return result
+    def __init__(self, program, name, standalone, typed_numbers):
+        self.program, self.standalone = program, standalone
+        self.names = program.value_names
+        self.namespace = Namespace(reserved=list(self.names) + [name])
+        self.globals = dict(zip(self.names, program.constants))
+        self.typed_numbers = typed_numbers or {}
+        self._op_names = {}
+        self._typed_names = {}  # (constant, dtype) -> the name of its typed form
+        self._impl_names = {}
 
-    input_names = _input_names(program)
-    leaves = program._input_leaves
-    lines = []
-    if not standalone:
-        lines.append(f"def {name}({', '.join(input_names)}):")
-    elif all(
-        is_plain_identifier(raw) and raw == local and not path
-        for (raw, path, _), local in zip(leaves, input_names)
-    ):
-        params = f"*, {', '.join(input_names)}" if input_names else ""
-        lines.append(f"def {name}({params}):")
-    else:
-        lines.append(f"def {name}(**inputs):")
+    def add_global(self, hint, value):
+        """A fresh name like ``hint`` bound to ``value``."""
+        name = self.namespace.create(hint)
+        self.globals[name] = value
+        return name
+
+    def signature(self, name):
+        """The ``def`` line, and where inputs come nested, the lines taking
+        them out of ``**inputs``."""
+        input_names = _input_names(self.program)
+        leaves = self.program._input_leaves
+        if not self.standalone:
+            return [f"def {name}({', '.join(input_names)}):"]
+        if all(
+            is_plain_identifier(raw) and raw == local and not path
+            for (raw, path, _), local in zip(leaves, input_names)
+        ):
+            params = f"*, {', '.join(input_names)}" if input_names else ""
+            return [f"def {name}({params}):"]
+        lines = [f"def {name}(**inputs):"]
         for (raw, path, _), local in zip(leaves, input_names):
             keys = "".join(f"[{_required_literal(k)}]" for k in path)
             lines.append(f"    {local} = inputs[{_required_literal(raw)}]{keys}")
+        return lines
 
-    output_sources = list(names)
-    conversions = output_conversions(program)
-    if "copy" in conversions.values():
-        backend = program._array_backend
-        if standalone:
-            copy_name = backend.copy_source
-        else:
-            copy_name = namespace.create("_copy")
-            globals_[copy_name] = backend.copy_function
-    if "asarray" in conversions.values():
-        globals_.setdefault("np", numpy)
-    for i, conversion in conversions.items():
-        convert = copy_name if conversion == "copy" else "np.asarray"
-        output_sources[i] = f"{convert}({names[i]})"
-    impl_names = {}
+    def output_sources(self):
+        """Each value's source as an output: its name, converted where the
+        output must not alias an input or constant."""
+        sources = list(self.names)
+        conversions = output_conversions(self.program)
+        if "copy" in conversions.values():
+            backend = self.program._array_backend
+            if self.standalone:
+                copy_name = backend.copy_source
+            else:
+                copy_name = self.add_global("_copy", backend.copy_function)
+        if "asarray" in conversions.values():
+            self.globals.setdefault("np", numpy)
+        for i, conversion in conversions.items():
+            convert = copy_name if conversion == "copy" else "np.asarray"
+            sources[i] = f"{convert}({self.names[i]})"
+        return sources
 
-    def impl_call(operation, operands, impl, extra, kwargs, args):
+    def call(self, k, operation, resolved):
+        """The source of operation ``k``'s call: its op by name, or with
+        ``resolved`` its backend implementation (or operator) inline."""
+        operands = self._arg_names(k, operation)
+        args = ", ".join(operands)
+        if operation.packed:
+            args = f"({args},)" if len(operation.args) == 1 else f"({args})"
+        if resolved is None:
+            return f"{self._op_name(operation.op)}({args})"
+        return self._impl_call(operation, operands, *resolved[k], args)
+
+    def _op_name(self, op):
+        if op not in self._op_names:
+            source = module_op_source(op) if self.standalone else None
+            if source is not None:
+                self._op_names[op] = source
+            else:
+                hint = f"{op.name}_op" if self.standalone else f"_{op.name}"
+                self._op_names[op] = self.add_global(hint, op)
+        return self._op_names[op]
+
+    def _arg_names(self, k, operation):
+        result = [self.names[a] for a in operation.args]
+        for position, a in enumerate(operation.args):
+            typed = self.typed_numbers.get((k, position))
+            if typed is not None:
+                key = (a, str(getattr(typed[1], "dtype", None)))
+                if key not in self._typed_names:
+                    hint = f"{self.names[a]}_typed"
+                    self._typed_names[key] = self.add_global(hint, typed[1])
+                result[position] = self._typed_names[key]
+        return result
+
+    def _impl_call(self, operation, operands, impl, extra, kwargs, args):
         if impl in IDENTITY_DEFAULTS and not (extra or kwargs):
             return args
         symbol = PYTHON_OPERATORS.get(impl) if not (extra or kwargs) else None
@@ -321,47 +363,19 @@ def generate_function_source(
             return f" {symbol} ".join(operands)
         template = INLINE_DEFAULTS.get(impl) if len(extra) == 1 and not kwargs else None
         if template is not None:  # x[index], x.reshape(shape)
-            var = namespace.create(f"_{operation.op.name}_p")
-            globals_[var] = extra[0]
+            var = self.add_global(f"_{operation.op.name}_p", extra[0])
             return template.format(args, var)
         key = (id(impl), tuple(map(id, extra)), tuple(kwargs.items()))
-        if key not in impl_names:
-            base = namespace.create(f"_{operation.op.name}_impl")
-            globals_[base] = impl
-            params = []
-            for i, value in enumerate(extra):
-                var = namespace.create(f"{base}_p{i}")
-                globals_[var] = value
-                params.append(var)
-            for k, value in kwargs.items():
-                var = namespace.create(f"{base}_{k}")
-                globals_[var] = value
-                params.append(f"{k}={var}")
-            impl_names[key] = (base, params)
-        base, params = impl_names[key]
+        if key not in self._impl_names:
+            base = self.add_global(f"_{operation.op.name}_impl", impl)
+            params = [
+                self.add_global(f"{base}_p{i}", value) for i, value in enumerate(extra)
+            ]
+            for name, value in kwargs.items():
+                params.append(f"{name}={self.add_global(f'{base}_{name}', value)}")
+            self._impl_names[key] = (base, params)
+        base, params = self._impl_names[key]
         return f"{base}({', '.join([args] + params)})"
-
-    indent = "    "
-    if context is not None:
-        context_name = namespace.create("_context")
-        globals_[context_name] = context
-        lines.append(f"    with {context_name}():")
-        indent = "        "
-    for k, operation in enumerate(program.operations):
-        operands = arg_names(k, operation)
-        args = ", ".join(operands)
-        if operation.packed:
-            args = f"({args},)" if len(operation.args) == 1 else f"({args})"
-        target = names[program.first_operation + k]
-        if resolved is None:
-            call = f"{op_name(operation.op)}({args})"
-        else:
-            call = impl_call(operation, operands, *resolved[k], args)
-        lines.append(f"{indent}{target} = {call}")
-    key_source = None if standalone else KeyNames(namespace, globals_)
-    output = structure_source(program.output, output_sources, key_source)
-    lines.append(f"{indent}return {output}")
-    return "\n".join(lines), globals_
 
 
 def bind_call(op, args, kwargs=None):
@@ -564,60 +578,15 @@ def build_entry(program, table, slow, first=None, method=False):
     lines += [f"    {line}" for line in reads]
     lines += [f"    return {signature}", "", ""]
     fast = len(lines) + 2  # the lines under ``def program``'s first ``if``
-    if _keyword_parameters(program, locals_):
-        # inputs as keyword parameters: Python binds a call's keywords to
-        # them, with no dict to read (an input not given is ``absent``,
-        # which fails the checks below, as does any other argument)
-        absent = namespace.create("_absent")
-        globals_[absent] = _ABSENT
-        params = "".join(f"{local}={absent}, " for local in locals_)
-        given = ", ".join(f"({local!r}, {local})" for local in locals_)
-        lines += [
-            f"def program({receiver}*args, {params}**kwargs):",
-            "    if not args and not kwargs:",
-        ]
-        slow_call = [
-            f"    kwargs.update((k, v) for k, v in ({given},) if v is not {absent})",
-            "    return slow(*args, **kwargs)",
-        ]
-    else:
-        lines += [
-            f"def program({receiver}*args, **kwargs):",
-            f"    if not args and len(kwargs) == {len(program.inputs)}:",
-            "        try:",
-        ]
-        lines += [f"            {line}" for line in reads or ["pass"]]
-        lines += [
-            "        except (LookupError, TypeError):",
-            "            return slow(*args, **kwargs)",
-        ]
-        slow_call = ["    return slow(*args, **kwargs)"]
+    head, slow_call = _entry_head(
+        program, locals_, reads, receiver, namespace, globals_
+    )
+    lines += head
     if first is not None:
-        checks = []
-        for local, value in zip(locals_, values):
-            for test, expected in (
-                ("type({}) is {}", type(value)),
-                ("{}.dtype is {}", value.dtype),
-                ("{}.shape == {}", value.shape),
-            ):
-                var = namespace.create("_guard")
-                globals_[var] = expected
-                checks.append(test.format(local, var))
-        for (name, *path), var in containers.items():
-            spec = program.input_types[name]
-            for key in path:
-                spec = spec[key]
-            checks.append(f"len({var}) == {len(spec)}")
+        checks = _guards(program, locals_, values, containers, namespace, globals_)
         lines.append(f"        if {' and '.join(checks) or 'True'}:")
         lines += ["        " + line for line in statements]
-    lines += [
-        "        try:",
-        f"            body = table[{signature}]",
-        "        except (LookupError, TypeError, AttributeError):",
-        "            pass",
-        "        else:",
-        f"            return body({', '.join(locals_)})",
-    ]
+    lines += _table_lookup(signature, locals_)
     # Any error of the fast path goes to ``slow``, which validates the call
     # first: an input that passes the signature but not validation (a torch
     # tensor on another device) gets the error naming it, not the backend's;
@@ -632,6 +601,72 @@ def build_entry(program, table, slow, first=None, method=False):
     lines += slow_call
     entry = _define("\n".join(lines), globals_, "program")
     return globals_["signature"], entry
+
+
+def _table_lookup(signature, locals_):
+    """The lines running the body ``table`` holds for the call's signature."""
+    return [
+        "        try:",
+        f"            body = table[{signature}]",
+        "        except (LookupError, TypeError, AttributeError):",
+        "            pass",
+        "        else:",
+        f"            return body({', '.join(locals_)})",
+    ]
+
+
+def _entry_head(program, locals_, reads, receiver, namespace, globals_):
+    """The entry's ``def`` and its first ``if`` (a call that can take the
+    fast path), and the lines calling ``slow`` otherwise."""
+    if _keyword_parameters(program, locals_):
+        # inputs as keyword parameters: Python binds a call's keywords to
+        # them, with no dict to read (an input not given is ``absent``,
+        # which fails the checks below, as does any other argument)
+        absent = namespace.create("_absent")
+        globals_[absent] = _ABSENT
+        params = "".join(f"{local}={absent}, " for local in locals_)
+        given = ", ".join(f"({local!r}, {local})" for local in locals_)
+        head = [
+            f"def program({receiver}*args, {params}**kwargs):",
+            "    if not args and not kwargs:",
+        ]
+        slow_call = [
+            f"    kwargs.update((k, v) for k, v in ({given},) if v is not {absent})",
+            "    return slow(*args, **kwargs)",
+        ]
+        return head, slow_call
+    head = [
+        f"def program({receiver}*args, **kwargs):",
+        f"    if not args and len(kwargs) == {len(program.inputs)}:",
+        "        try:",
+    ]
+    head += [f"            {line}" for line in reads or ["pass"]]
+    head += [
+        "        except (LookupError, TypeError):",
+        "            return slow(*args, **kwargs)",
+    ]
+    return head, ["    return slow(*args, **kwargs)"]
+
+
+def _guards(program, locals_, values, containers, namespace, globals_):
+    """Checks that a call's inputs have the types, dtypes and shapes of
+    ``values`` and its containers their lengths (the inline body's)."""
+    checks = []
+    for local, value in zip(locals_, values):
+        for test, expected in (
+            ("type({}) is {}", type(value)),
+            ("{}.dtype is {}", value.dtype),
+            ("{}.shape == {}", value.shape),
+        ):
+            var = namespace.create("_guard")
+            globals_[var] = expected
+            checks.append(test.format(local, var))
+    for (name, *path), var in containers.items():
+        spec = program.input_types[name]
+        for key in path:
+            spec = spec[key]
+        checks.append(f"len({var}) == {len(spec)}")
+    return checks
 
 
 def build_direct_entry(program, function, slow, validate):

@@ -398,32 +398,48 @@ def substitute(gaussian, subs):
     ):
         return None  # lazy or affine substitution: funsor's own
     if renames:
-        if any(renames[k].output != g.inputs[k] for k in renames):
-            return None
-        inputs = OrderedDict(
-            (renames.get(k, Variable(k, d)).name, d) for k, d in g.inputs.items()
-        )
-        if len(inputs) != len(g.inputs):
-            raise ValueError("Variable substitution name conflict")
-        g = NamedGaussian(g.white_vec, g.prec_sqrt, inputs)
-        result = g.funsor()
-        return Subs(result, tuple(values.items())) if values else result
+        return _rename(g, renames, values)
     int_values = {k: v for k, v in values.items() if k in g.ints}
     if int_values:
-        # Index the batch: as Tensors, which the tracer evaluates with ops.
-        subs_items = tuple(int_values.items())
-        white_vec = Subs(Tensor(g.white_vec, g.ints), subs_items)
-        prec_sqrt = Subs(Tensor(g.prec_sqrt, g.ints), subs_items)
-        white_vec, prec_sqrt = _broadcast_pair(white_vec, prec_sqrt, g.white_vec)
-        inputs = OrderedDict(
-            (k, d) for k, d in white_vec.inputs.items() if d.dtype != "real"
-        )
-        inputs.update(g.reals)
-        g = NamedGaussian(white_vec.data, prec_sqrt.data, inputs)
-        rest = tuple((k, v) for k, v in values.items() if k not in int_values)
-        result = g.funsor()
-        return Subs(result, rest) if rest else result
-    # Real values: condition on them (all of them: the log-density).
+        return _index_batch(g, int_values, values)
+    return _condition(g, values)
+
+
+def _rename(g, renames, values):
+    """``g`` with inputs renamed (Variable substitutions), then ``values``
+    substituted into the result."""
+    if any(renames[k].output != g.inputs[k] for k in renames):
+        return None
+    inputs = OrderedDict(
+        (renames.get(k, Variable(k, d)).name, d) for k, d in g.inputs.items()
+    )
+    if len(inputs) != len(g.inputs):
+        raise ValueError("Variable substitution name conflict")
+    g = NamedGaussian(g.white_vec, g.prec_sqrt, inputs)
+    result = g.funsor()
+    return Subs(result, tuple(values.items())) if values else result
+
+
+def _index_batch(g, int_values, values):
+    """``g``'s batch indexed by ``int_values`` (as Tensors, which the tracer
+    evaluates with ops), then the other ``values`` substituted."""
+    subs_items = tuple(int_values.items())
+    white_vec = Subs(Tensor(g.white_vec, g.ints), subs_items)
+    prec_sqrt = Subs(Tensor(g.prec_sqrt, g.ints), subs_items)
+    white_vec, prec_sqrt = _broadcast_pair(white_vec, prec_sqrt, g.white_vec)
+    inputs = OrderedDict(
+        (k, d) for k, d in white_vec.inputs.items() if d.dtype != "real"
+    )
+    inputs.update(g.reals)
+    g = NamedGaussian(white_vec.data, prec_sqrt.data, inputs)
+    rest = tuple((k, v) for k, v in values.items() if k not in int_values)
+    result = g.funsor()
+    return Subs(result, rest) if rest else result
+
+
+def _condition(g, values):
+    """``g`` conditioned on the real ``values`` (all of them: its
+    log-density)."""
     names = [k for k in g.reals if k in values]
     g = g.reorder_reals(names)
     ints = _union_ints(g, *values.values())
@@ -672,24 +688,7 @@ def _sample(self, sampled_vars, sample_inputs, rng_key):
     sample_inputs = OrderedDict(
         (k, d) for k, d in sample_inputs.items() if k not in self.inputs
     )
-    if [d.dtype for d in sample_inputs.values()] == ["real"]:
-        ((name, domain),) = sample_inputs.items()
-        noise = Variable(name, domain)[tuple(ints)]
-    else:
-        shape = tuple(d.size for d in sample_inputs.values())
-        shape += tuple(d.size for d in ints.values()) + (chol.shape[-1],)
-        key = draw_key(rng_key)
-        log = _DRAW_LOG.get()
-        prototype = w if log is None else log.prototype
-        if key is None:
-            draw = ops.randn(prototype, shape)
-        else:
-            draw = ops.randn(prototype, shape, key)
-        noise_inputs = OrderedDict(sample_inputs)
-        noise_inputs.update(ints)
-        noise = Tensor(draw, noise_inputs)
-        if log is not None:
-            log.draws.append((OrderedDict((k, g.reals[k]) for k in names), noise))
+    noise = _noise(g, names, sample_inputs, chol, rng_key)
     point = ga.solve_tril(Tensor(chol, ints), noise + whitened, transposed=True)
     offset = 0
     for name in names:
@@ -698,6 +697,31 @@ def _sample(self, sampled_vars, sample_inputs, rng_key):
         offset += domain.num_elements
         result = result + Delta(name, part)
     return result
+
+
+def _noise(g, names, sample_inputs, chol, rng_key):
+    """The standard normal noise of a draw of ``g``'s reals ``names``: the
+    white-noise variable a real sample input names (preconditioning), else
+    ``ops.randn`` over the Bint sample inputs and ``g``'s batch."""
+    ints = g.ints
+    if [d.dtype for d in sample_inputs.values()] == ["real"]:
+        ((name, domain),) = sample_inputs.items()
+        return Variable(name, domain)[tuple(ints)]
+    shape = tuple(d.size for d in sample_inputs.values())
+    shape += tuple(d.size for d in ints.values()) + (chol.shape[-1],)
+    key = draw_key(rng_key)
+    log = _DRAW_LOG.get()
+    prototype = g.white_vec if log is None else log.prototype
+    if key is None:
+        draw = ops.randn(prototype, shape)
+    else:
+        draw = ops.randn(prototype, shape, key)
+    noise_inputs = OrderedDict(sample_inputs)
+    noise_inputs.update(ints)
+    noise = Tensor(draw, noise_inputs)
+    if log is not None:
+        log.draws.append((OrderedDict((k, g.reals[k]) for k in names), noise))
+    return noise
 
 
 def _eager_add(op, lhs, rhs):

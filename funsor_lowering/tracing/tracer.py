@@ -634,88 +634,102 @@ def _recorder_of(backend, inputs):
 
 
 def _build_program(recorder, kwargs, input_types, result, allow_constants):
-    editor = Editor(input_types, get_backend())
-    inputs = [
-        recorder.node(leaf)
-        for value in kwargs.values()
-        for _, leaf in iter_paths(value)
-    ]
-    number = {id(node): editor.input(k) for k, node in enumerate(inputs)}
-    backend = recorder.backend
+    builder = _ProgramBuilder(recorder, kwargs, input_types, allow_constants)
+    # Operations run in the order they were recorded, as the function ran
+    # them: random draws take the RNG's numbers in eager funsor's order.
+    outputs = filter(None, map(builder.output_node, iter_leaves(result)))
+    needed = _needed(outputs)
+    for node in list(recorder.nodes.values()):
+        if id(node) in needed and id(node) not in builder.number:
+            builder.visit(node, "an output")
+    return optimize(builder.editor.finish(map_leaves(builder.output, result)))
 
-    def constant(value, where):
+
+class _ProgramBuilder:
+    """The recorded nodes a traced function's result needs, emitted into an
+    editor's program (``number``: node id -> the program's ref)."""
+
+    def __init__(self, recorder, kwargs, input_types, allow_constants):
+        self.recorder, self.backend = recorder, recorder.backend
+        self.allow_constants = allow_constants
+        self.editor = Editor(input_types, get_backend())
+        inputs = [
+            recorder.node(leaf)
+            for value in kwargs.values()
+            for _, leaf in iter_paths(value)
+        ]
+        self.number = {id(node): self.editor.input(k) for k, node in enumerate(inputs)}
+
+    def constant(self, value, where):
         """A captured array as a constant (held by reference)."""
-        if backend.has_gradient_graph(value):
+        if self.backend.has_gradient_graph(value):
             raise _frozen_gradient(value, where)
-        return editor.add_constant(value)
+        return self.editor.add_constant(value)
 
-    def visit(root, where):
+    def visit(self, root, where):
         """Emit every node ``root`` needs (iteratively, in topological order)."""
         stack = [(root, False)]
         while stack:
             node, done = stack.pop()
-            if id(node) in number:
+            if id(node) in self.number:
                 continue
-            if node.tainted is not None and not allow_constants:
-                array, consumer = node.tainted
-                raise _untraced(array, f"{where} (through {consumer!r})")
-            if not node.live and not backend.requires_grad(node.value):
+            self._check(node, where)
+            if not node.live and not self.backend.requires_grad(node.value):
                 # computed from constants only: a constant
-                number[id(node)] = editor.add_constant(node.value)
+                self.number[id(node)] = self.editor.add_constant(node.value)
                 continue
-            if node.op is None:
-                raise NotImplementedError(
-                    f"{where} depends on a call of an op whose parameters are "
-                    f"computed arrays or unhashable values, which a program "
-                    f"cannot replay; pass such values as operands"
-                )
             pending = [
-                a for a in node.args if isinstance(a, Node) and id(a) not in number
+                a for a in node.args if isinstance(a, Node) and id(a) not in self.number
             ]
             if pending and not done:
                 stack.append((node, True))
                 stack.extend((a, False) for a in pending)
                 continue
-            prototype = isinstance(node.op, PROTOTYPE_OPS)
-            args = [
-                number[id(a)]
-                if isinstance(a, Node)
-                # a prototype is read for its dtype and device only
-                else editor.add_constant(ops.detach(a))
-                if prototype and i == 0
-                else constant(a, where)
-                for i, a in enumerate(node.args)
-            ]
-            value_type = value_type_of(node.value, backend)
-            number[id(node)] = editor.emit(node.op, args, node.packed, value_type)
+            self.number[id(node)] = self._emit(node, where)
 
-    def output_node(value):
+    def _check(self, node, where):
+        if node.tainted is not None and not self.allow_constants:
+            array, consumer = node.tainted
+            raise _untraced(array, f"{where} (through {consumer!r})")
+        if node.op is None and (node.live or self.backend.requires_grad(node.value)):
+            raise NotImplementedError(
+                f"{where} depends on a call of an op whose parameters are "
+                f"computed arrays or unhashable values, which a program "
+                f"cannot replay; pass such values as operands"
+            )
+
+    def _emit(self, node, where):
+        prototype = isinstance(node.op, PROTOTYPE_OPS)
+        args = [
+            self.number[id(a)]
+            if isinstance(a, Node)
+            # a prototype is read for its dtype and device only
+            else self.editor.add_constant(ops.detach(a))
+            if prototype and i == 0
+            else self.constant(a, where)
+            for i, a in enumerate(node.args)
+        ]
+        value_type = value_type_of(node.value, self.backend)
+        return self.editor.emit(node.op, args, node.packed, value_type)
+
+    def output_node(self, value):
         if isinstance(value, Funsor):
             raise TypeError(
                 f"trace_function: fn returned a funsor ({type(value).__name__}); "
                 f"return arrays (e.g. its .data)"
             )
-        return recorder.node(value) if recorder._is_array(value) else None
+        return self.recorder.node(value) if self.recorder._is_array(value) else None
 
-    # Operations run in the order they were recorded, as the function ran
-    # them: random draws take the RNG's numbers in eager funsor's order.
-    needed = _needed(filter(None, map(output_node, iter_leaves(result))))
-    for node in list(recorder.nodes.values()):
-        if id(node) in needed and id(node) not in number:
-            visit(node, "an output")
-
-    def output(value):
-        node = output_node(value)
+    def output(self, value):
+        node = self.output_node(value)
         if node is None and isinstance(value, numbers.Number):
-            return editor.add_constant(value)
+            return self.editor.add_constant(value)
         if node is None:
-            if not allow_constants:
+            if not self.allow_constants:
                 raise _untraced(value, "an output")
-            return constant(value, "an output")
-        visit(node, "an output")
-        return number[id(node)]
-
-    return optimize(editor.finish(map_leaves(output, result)))
+            return self.constant(value, "an output")
+        self.visit(node, "an output")
+        return self.number[id(node)]
 
 
 def _needed(roots):
