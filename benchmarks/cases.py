@@ -317,6 +317,69 @@ class EmissionHMM(SumProductCase):
         return hmm
 
 
+class SeparateHMM(SumProductCase):
+    """A discrete HMM whose ``T - 1`` transition matrices are separate
+    inputs (``trans1 .. trans{T-1}``), as unrolled models and per-step
+    sites give them."""
+
+    def __init__(self, T, S=5):
+        self.T, self.S = T, S
+        self.name = f"hmm_sep_T{T}"
+
+    def shapes(self):
+        shapes = {"init": (self.S,)}
+        shapes.update({f"trans{t}": (self.S, self.S) for t in range(1, self.T)})
+        return shapes
+
+    def factors(self, inputs):
+        factors = [inputs["init"]["x0"]]
+        for t in range(1, self.T):
+            factors.append(inputs[f"trans{t}"][f"x{t - 1}", f"x{t}"])
+        return factors
+
+    def eliminate(self):
+        return frozenset(f"x{t}" for t in range(self.T))
+
+    def hand(self, lib):
+        lse, T = lib.logsumexp, self.T
+
+        def hmm(init, **trans):
+            alpha = init
+            for t in range(1, T):
+                alpha = lse(alpha[:, None] + trans[f"trans{t}"], 0)
+            return lse(alpha, 0)
+
+        return hmm
+
+    def hand_fast(self, lib):
+        """The forward pass with the fewest calls: each matrix read
+        transposed (a view), one add and one reduction per step."""
+        lse, T = lib.logsumexp, self.T
+
+        def hmm(init, **trans):
+            alpha = init
+            for t in range(1, T):
+                alpha = lse(alpha + trans[f"trans{t}"].T, 1)
+            return lse(alpha, 0)
+
+        return hmm
+
+    def hand_scan(self):
+        import jax
+        import jax.numpy as jnp
+        from jax.scipy.special import logsumexp
+
+        def step(alpha, trans_t):
+            return logsumexp(alpha + trans_t, 1), None
+
+        def hmm(init, **trans):
+            steps = jnp.stack([trans[f"trans{t}"].T for t in range(1, self.T)])
+            alpha, _ = jax.lax.scan(step, init, steps)
+            return logsumexp(alpha, 0)
+
+        return hmm
+
+
 class Plated(SumProductCase):
     """A global variable ``z`` and a plate of ``N`` local variables ``y``."""
 
@@ -620,6 +683,8 @@ CASES = [
     HMM(10),
     HMM(100),
     EmissionHMM(100),
+    SeparateHMM(10),
+    SeparateHMM(100),
     Plated(),
     Tree(),
     Kalman(10),

@@ -136,8 +136,9 @@ def compile_times(Ts=(10, 100, 1000)):
     return results
 
 
-def measure(backend, repeats, with_compile_times):
-    """All figures for one backend, as a JSON-able dict."""
+def measure(backend, repeats, with_compile_times, names=None):
+    """All figures for one backend (its cases named ``names``, default all),
+    as a JSON-able dict."""
     import funsor
 
     funsor.set_backend(backend)
@@ -145,6 +146,8 @@ def measure(backend, repeats, with_compile_times):
 
     cases = {}
     for case in CASES:
+        if names and case.name not in names:
+            continue
         cases[case.name] = run_case(case, repeats)
         print(f"  {backend}: {case.name} done", file=sys.stderr, flush=True)
     result = {"backend": backend, "repeats": repeats, "cases": cases}
@@ -401,6 +404,7 @@ def main(argv=None):
     parser.add_argument("--all", action="store_true", help="every backend")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--no-compile-times", action="store_true")
+    parser.add_argument("--cases", nargs="*", help="case names (default: all)")
     parser.add_argument(
         "--no-scale",
         action="store_true",
@@ -429,7 +433,9 @@ def main(argv=None):
             ).stdout
             results.append(json.loads(out))
     else:
-        results = [measure(args.backend, args.repeats, not args.no_compile_times)]
+        results = [
+            measure(args.backend, args.repeats, not args.no_compile_times, args.cases)
+        ]
         if args.json:
             print(json.dumps(results[0]))
             return

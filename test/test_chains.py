@@ -3,18 +3,21 @@ eager evaluation, and on backends that loop fast (jax) they are one
 ``logsumexp_scan`` (``rules/chains.py``) whose gradients, ``vmap``,
 ``jit``, code and pickles agree too."""
 
+import math
 import pickle
+from collections import OrderedDict
 
 import numpy as np
 import pytest
 from funsor import ops
 from funsor.domains import Bint, Reals
+from funsor.sum_product import sum_product
 from funsor.tensor import Tensor
 from funsor.terms import Variable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from funsor_lowering import compile_funsor
+from funsor_lowering import compile_function, compile_funsor
 from funsor_lowering.backends import array_backend
 from funsor_lowering.lowering.rules.chains import SCAN_MIN_STEPS
 from funsor_lowering.ops.extra_ops import (
@@ -31,6 +34,8 @@ from .helpers import (
     check_compiled,
     data_of,
     evaluate,
+    from_numpy,
+    random_arrays,
     to_numpy,
 )
 
@@ -44,17 +49,20 @@ def scans_in(program):
     return sum(isinstance(o.op, SCAN_OPS) for o in program.operations)
 
 
-def hmm(steps, states, init=True, emit=(), flipped=(), reverse=False):
+def hmm(steps, states, init=True, emit=(), flipped=(), reverse=False, separate=False):
     """An HMM's factors over ``x0 .. x{steps}`` from program inputs: an
     initial factor of ``x0``, transitions ``trans[t]`` of ``(x{t-1}, x{t})``
-    (of ``(x{t}, x{t-1})`` for ``t`` in ``flipped``), emissions ``emit[t]``
-    of ``x{t}`` for ``t`` in ``emit``; in reverse order if ``reverse``."""
+    (of ``(x{t}, x{t-1})`` for ``t`` in ``flipped``; inputs ``trans{t}`` of
+    their own if ``separate``, as an unrolled model's sites), emissions
+    ``emit[t]`` of ``x{t}`` for ``t`` in ``emit``; in reverse order if
+    ``reverse``."""
     trans = Variable("trans", Reals[steps + 1, states, states])
     emission = Variable("emit", Reals[steps + 1, states])
     factors = [Variable("init", Reals[states])["x0"]] if init else []
     for t in range(1, steps + 1):
         pair = (f"x{t}", f"x{t - 1}") if t in flipped else (f"x{t - 1}", f"x{t}")
-        factors.append(trans[t][pair])
+        step = Variable(f"trans{t}", Reals[states, states]) if separate else trans[t]
+        factors.append(step[pair])
     factors += [emission[t][f"x{t}"] for t in sorted(emit)]
     return factors[::-1] if reverse else factors
 
@@ -70,10 +78,11 @@ def chains(draw):
         emit=draw(positions),
         flipped=draw(st.sets(st.integers(1, steps))),
         reverse=draw(st.booleans()),
+        separate=draw(st.booleans()),
     ), draw(st.booleans())
 
 
-@settings(max_examples=25)
+@settings(max_examples=40)
 @given(chains())
 def test_chains_compile_to_what_funsor_computes(chain):
     spec, keep_last = chain
@@ -82,6 +91,82 @@ def test_chains_compile_to_what_funsor_computes(chain):
     kept = {f"x{steps}"} if keep_last else set()
     program = check_compiled(chain_sum_product(factors, steps + 1, kept))
     assert scans_in(program) == (1 if SCANS else 0), program
+
+
+def separate_chain(steps, emissions):
+    """An unrolled HMM of separate factors (``trans1 .. trans{steps}``, and
+    ``emit1 .. emit{steps}``, as per-step sites give): ``(model, domains,
+    forward)``, ``model`` summing them by funsor's ``sum_product`` as a user
+    calls it, ``forward(arrays)`` funsor's eager forward pass over them, one
+    step per factor (its eager ``sum_product`` of so many separate factors
+    would broadcast them all)."""
+    emitted = set(range(1, steps + 1)) if emissions else set()
+
+    def model(**inputs):
+        factors = [inputs["init"]["x0"]]
+        for t in range(1, steps + 1):
+            factors.append(inputs[f"trans{t}"][f"x{t - 1}", f"x{t}"])
+            if t in emitted:
+                factors.append(inputs[f"emit{t}"][f"x{t}"])
+        reduced = frozenset(f"x{t}" for t in range(steps + 1))
+        return sum_product(ops.logaddexp, ops.add, factors, reduced, frozenset())
+
+    def forward(arrays):
+        alpha = Tensor(arrays["init"])["x0"]
+        for t in range(1, steps + 1):
+            alpha = alpha + Tensor(arrays[f"trans{t}"])[f"x{t - 1}", f"x{t}"]
+            if t in emitted:
+                alpha = alpha + Tensor(arrays[f"emit{t}"])[f"x{t}"]
+            alpha = alpha.reduce(ops.logaddexp, f"x{t - 1}")
+        return alpha.reduce(ops.logaddexp).data
+
+    domains = OrderedDict(init=Reals[3])
+    domains.update((f"trans{t}", Reals[3, 3]) for t in range(1, steps + 1))
+    domains.update((f"emit{t}", Reals[3]) for t in sorted(emitted))
+    return model, domains, forward
+
+
+@pytest.mark.parametrize("emissions", [False, True])
+@pytest.mark.parametrize("steps", [10, 100, 1000])
+def test_separate_factors_compile_to_log_depth_rounds(steps, emissions):
+    """A chain of separate factors is stacked once: one scan on jax, else
+    ``ceil(log2(steps))`` rounds of batched steps; O(log T) operations
+    where a forward pass takes two per step."""
+    model, domains, forward = separate_chain(steps, emissions)
+    program = compile_function(model, **domains)
+    rounds = math.ceil(math.log2(steps))
+    bound = 12 if SCANS else 8 * rounds + 12
+    assert len(program.operations) <= bound, (len(program.operations), bound)
+    assert scans_in(program) == (1 if SCANS else 0)
+    arrays = random_arrays(domains)
+    assert_matches(program(**arrays), forward(arrays), rtol=1e-5)
+
+
+@pytest.mark.skipif(BACKEND == "numpy", reason="numpy has no autodiff")
+def test_separate_factor_gradients_are_funsors():
+    # in the suite's float dtype (FUNSOR_FLOAT_DTYPE), over wide ranges
+    model, domains, forward = separate_chain(13, emissions=True)
+    program = compile_function(model, **domains)
+    rng = np.random.RandomState(1)
+    arrays = {k: from_numpy(rng.randn(*d.shape) * 20) for k, d in domains.items()}
+    names = sorted(arrays)
+
+    def gradients(fn):
+        if BACKEND == "jax":
+            import jax
+
+            return jax.grad(lambda a: fn(a))(arrays)
+        import torch
+
+        leaves = {k: v.clone().requires_grad_() for k, v in arrays.items()}
+        grads = torch.autograd.grad(fn(leaves), [leaves[k] for k in names])
+        return dict(zip(names, grads))
+
+    actual = gradients(lambda a: program(**a))
+    expected = gradients(forward)
+    for k in names:
+        assert_matches(actual[k], expected[k])
+    assert sum(float(np.abs(to_numpy(g)).sum()) for g in expected.values()) > 0
 
 
 def test_an_hmm_with_emissions_is_a_few_ops_around_one_scan():

@@ -20,6 +20,10 @@ class ArrayBackend:
     # Whether chains in log space (HMMs) run faster as one sequential
     # forward pass (``extra_ops.logsumexp_scan``) than as a parallel scan.
     scans_chains = False
+    # A backend call's overhead, in element operations (numpy's calls are
+    # cheap, torch's dear): where a chain of separate factors runs as
+    # log-depth rounds (``lowering/rules/chains.rounds_cost_less``).
+    call_cost = 2000
     # Whether funsor's default backend is this one (funsor.set_backend is
     # not needed to run this backend's programs).
     is_funsor_default = False

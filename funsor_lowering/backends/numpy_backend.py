@@ -292,6 +292,7 @@ def _lapack_call(op_type, operands, params):
 class NumpyBackend(ArrayBackend):
     name = "numpy"
     array_type_name = "numpy.ndarray"
+    call_cost = 280
     # funsor 0.4.8's numpy versions of these call other ops through dispatch
     fast_implementations = {
         ops.LogsumexpOp: logsumexp,

@@ -164,6 +164,7 @@ class CapturedParameterCalls(torch.overrides.TorchFunctionMode):
 class TorchBackend(ArrayBackend):
     name = "torch"
     array_type_name = "torch.Tensor"
+    call_cost = 4000
     copy_function, copy_source = staticmethod(torch.clone), "torch.clone"
 
     def jit(self, program, compiler=None):

@@ -35,12 +35,14 @@ Example::
 """
 
 import functools
+import math
 
 from funsor import ops
+from funsor.domains import Bint
 
-from ...ops.extra_ops import logsumexp_scan, logsumexp_scan_emitting
+from ...ops.extra_ops import getslice_op, logsumexp_scan, logsumexp_scan_emitting
 from ..driver import Lowered
-from ..layout import align, apply, apply_finitary, combine, reshape
+from ..layout import align, apply, apply_finitary, combine, permute, reshape
 from .reductions import reduce_batch
 
 # Shorter chains stay with the planner (its few steps cost as little).
@@ -93,27 +95,93 @@ def find_chain(terms, names_reduced):
     return order, steps, unaries
 
 
-def lower_chain(chain, terms, names_reduced):
+def lower_chain(chain, terms, names_reduced, separate=False):
     """The chain ``find_chain`` found, lowered to one ``logsumexp_scan``
     (``logsumexp_scan_emitting`` where every step has an emission); the
-    last input is reduced too where it is in ``names_reduced``."""
+    last input is reduced too where it is in ``names_reduced``. Its steps
+    are ``separate`` factors (stacked by one op), or slices of arrays
+    (concatenated, which the ``cat_slices`` pass folds into slices)."""
+    order, alpha, pairs, emissions, domain = _chain_steps(chain, terms)
+    links = [order[t : t + 2] for t in range(len(pairs))]
+    # where every step has an emission, the scan adds them after each step;
+    # else each emission is added to its step before stacking
+    alpha = align(alpha, [order[0]])
+    if all(e is not None for e in emissions):
+        stacked_emissions = _stacked(
+            emissions, [n[1:] for n in links], domain.size, separate
+        )
+        parts = (
+            alpha,
+            _stacked(pairs, links, domain.size, separate),
+            stacked_emissions,
+        )
+        scan = apply_finitary(logsumexp_scan_emitting, parts)
+    else:
+        pairs = _with_emissions(pairs, emissions)
+        scan = apply(
+            logsumexp_scan, alpha, _stacked(pairs, links, domain.size, separate)
+        )
+    return _last_reduced(Lowered(scan, {order[-1]: domain}), names_reduced)
+
+
+def lower_chain_in_rounds(chain, terms, names_reduced):
+    """The chain ``find_chain`` found, lowered to log-depth rounds: its
+    steps (emissions added) stacked once, the log-space matrix product of
+    the stack taken pairwise, ``ceil(log2(steps))`` rounds of one batched
+    ``add`` and ``logsumexp`` each, then the initial factor carried through
+    the product. Where steps are separate factors, this is what a chain laid
+    out along a time dim gets from the planner's rounds."""
+    order, alpha, pairs, emissions, domain = _chain_steps(chain, terms)
+    links = [order[t : t + 2] for t in range(len(pairs))]
+    if all(e is not None for e in emissions):  # stacked too, added once
+        stack = Lowered(
+            _stacked(pairs, links, domain.size, separate=True),
+            {"_step": Bint[len(pairs)], "_from": domain, "_to": domain},
+        )
+        emitted = Lowered(
+            _stacked(emissions, [n[1:] for n in links], domain.size, separate=True),
+            {"_step": Bint[len(pairs)], "_to": domain},
+        )
+        steps = align(combine(ops.add, stack, emitted), ["_step", "_from", "_to"])
+    else:
+        pairs = _with_emissions(pairs, emissions)
+        steps = _stacked(pairs, links, domain.size, separate=True)
+    product = _product_in_rounds(steps, len(pairs), domain)
+    through = Lowered(product, {order[0]: domain, order[-1]: domain})
+    result = reduce_batch(
+        ops.logaddexp, combine(ops.add, alpha, through), [order[0]], {order[0]: domain}
+    )
+    return _last_reduced(result, names_reduced)
+
+
+def rounds_cost_less(chain, terms, call_cost):
+    """Whether rounds cost less than the chain's steps one after another,
+    counting element operations (an ``add`` and a ``logsumexp``, some five
+    passes over a step's elements) and ``call_cost`` per backend call on the
+    dependent path: rounds take ``S^3`` elements per step where the forward
+    pass takes ``S^2``, and ``log2`` of its calls. (numpy: the forward pass
+    up to ~55 steps of 5 states; torch: rounds from 4 steps.)"""
+    _, links, _ = chain
+    (domain,) = {d for t in terms for d in t.batch.values()}
+    steps, size = len(links), domain.size
+    forward = 5 * steps * size**2 + 2 * call_cost * steps
+    rounds = 5 * steps * size**3 + 2 * call_cost * math.ceil(math.log2(steps))
+    return rounds < forward
+
+
+def _chain_steps(chain, terms):
+    """``(order, alpha, pairs, emissions, domain)`` of a chain: the initial
+    message (the first input's unary factors, or the first step reduced
+    where it has none), the pair factors of the remaining steps and each
+    step's emission (its last input's unary factors, or ``None``)."""
     order, links, unaries = chain
     (domain,) = {d for t in terms for d in t.batch.values()}
-    size = domain.size
 
     def unary(name):
         parts = [terms[i] for i in unaries.get(name, ())]
         if not parts:
             return None
         return functools.reduce(functools.partial(combine, ops.add), parts)
-
-    def stacked(lowereds, names):
-        """The lowered values, laid out as ``names``, stacked."""
-        parts = [
-            reshape(align(x, n), (1,) + (size,) * len(n))
-            for x, n in zip(lowereds, names)
-        ]
-        return apply_finitary(ops.CatOp(axis=0), parts)
 
     pairs = [terms[i] for i in links]
     alpha = unary(order[0])
@@ -123,21 +191,58 @@ def lower_chain(chain, terms, names_reduced):
             first = combine(ops.add, first, emitted)
         alpha = reduce_batch(ops.logaddexp, first, [order[0]], {order[0]: domain})
         order = order[1:]
-    links = [order[t : t + 2] for t in range(len(pairs))]
-    # where every step has an emission, the scan adds them after each step;
-    # else each emission is added to its step before stacking
     emissions = [unary(name) for name in order[1:]]
-    alpha = align(alpha, [order[0]])
-    if all(e is not None for e in emissions):
-        stacked_emissions = stacked(emissions, [n[1:] for n in links])
-        parts = (alpha, stacked(pairs, links), stacked_emissions)
-        scan = apply_finitary(logsumexp_scan_emitting, parts)
-    else:
-        pairs = [
-            p if e is None else combine(ops.add, p, e) for p, e in zip(pairs, emissions)
-        ]
-        scan = apply(logsumexp_scan, alpha, stacked(pairs, links))
-    result = Lowered(scan, {order[-1]: domain})
-    if order[-1] in names_reduced:
-        result = reduce_batch(ops.logaddexp, result, [order[-1]], {order[-1]: domain})
-    return result
+    return order, alpha, pairs, emissions, domain
+
+
+def _with_emissions(pairs, emissions):
+    return [
+        p if e is None else combine(ops.add, p, e) for p, e in zip(pairs, emissions)
+    ]
+
+
+def _stacked(lowereds, names, size, separate):
+    """The lowered values, laid out as ``names``, stacked: ``separate``
+    values by one ``stack`` op (and one ``permute`` where all are laid out
+    in reverse), slices by a ``cat`` the ``cat_slices`` pass folds."""
+    layouts = {tuple(x.batch) == tuple(n) for x, n in zip(lowereds, names)}
+    if separate and layouts == {True}:
+        return apply_finitary(ops.StackOp(dim=0), [x.expr for x in lowereds])
+    if separate and all(
+        tuple(x.batch) == tuple(n)[::-1] for x, n in zip(lowereds, names)
+    ):
+        stack = apply_finitary(ops.StackOp(dim=0), [x.expr for x in lowereds])
+        return permute(stack, [0] + list(range(len(names[0]), 0, -1)))
+    parts = [
+        reshape(align(x, n), (1,) + (size,) * len(n)) for x, n in zip(lowereds, names)
+    ]
+    return apply_finitary(ops.CatOp(axis=0), parts)
+
+
+def _product_in_rounds(steps, count, domain):
+    """The log-space matrix product ``steps[0] @ ... @ steps[count - 1]`` of a
+    stack of ``count`` steps (``[count, S, S]``), in rounds: each multiplies
+    the steps pairwise (one batched step), an odd last one carried over."""
+    d = domain
+    while count > 1:
+        half = count // 2
+        even = apply(getslice_op((slice(0, 2 * half, 2),)), steps)
+        odd = apply(getslice_op((slice(1, 2 * half, 2),)), steps)
+        a = Lowered(even, {"_pair": Bint[half], "_from": d, "_via": d})
+        b = Lowered(odd, {"_pair": Bint[half], "_via": d, "_to": d})
+        pair = reduce_batch(
+            ops.logaddexp, combine(ops.add, a, b), ["_via"], {"_via": d}
+        )
+        paired = align(pair, ["_pair", "_from", "_to"])
+        if count % 2:
+            last = apply(getslice_op((slice(count - 1, count),)), steps)
+            paired = apply_finitary(ops.CatOp(axis=0), (paired, last))
+        steps, count = paired, half + count % 2
+    return reshape(steps, (domain.size, domain.size))
+
+
+def _last_reduced(result, names_reduced):
+    (name,) = result.batch
+    if name not in names_reduced:
+        return result
+    return reduce_batch(ops.logaddexp, result, [name], {name: result.batch[name]})

@@ -38,7 +38,12 @@ from ..layout import (
     reshape,
     union_batch,
 )
-from .chains import find_chain, lower_chain
+from .chains import (
+    find_chain,
+    lower_chain,
+    lower_chain_in_rounds,
+    rounds_cost_less,
+)
 from .elementwise import require_values
 from .reductions import lower_reduce, reduce_batch, unsupported_reduction
 
@@ -326,14 +331,20 @@ def contract_planned(red_op, bin_op, terms, names_reduced):
     output = "".join(c for n, c in letters.items() if n not in names_reduced)
     operands = list(terms)
     logspace = type(red_op) is ops.LogaddexpOp
-    if logspace and array_backend(funsor.get_backend()).scans_chains:
-        chain = find_chain(terms, names_reduced)
-        if chain is not None:
-            return lower_chain(chain, terms, names_reduced)
-    shapes = [t.batch_shape for t in terms]
-    for positions, equation in einsum_path(
-        inputs, output, shapes, batchable=_slices_of_one_array(terms)
+    batchable = _slices_of_one_array(terms)
+    chain = find_chain(terms, names_reduced) if logspace else None
+    backend = array_backend(funsor.get_backend())
+    if chain is not None and backend.scans_chains:
+        return lower_chain(chain, terms, names_reduced, separate=not batchable)
+    if (
+        chain is not None
+        and not batchable
+        and rounds_cost_less(chain, terms, backend.call_cost)
     ):
+        # separate factors: stacked once, then log-depth rounds
+        return lower_chain_in_rounds(chain, terms, names_reduced)
+    shapes = [t.batch_shape for t in terms]
+    for positions, equation in einsum_path(inputs, output, shapes, batchable=batchable):
         args = [operands.pop(i) for i in positions]
         kept = set(equation.split("->")[1])
         union = union_batch(*args)
