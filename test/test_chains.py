@@ -6,6 +6,7 @@ eager evaluation, and on backends that loop fast (jax) they are one
 import math
 import pickle
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -36,6 +37,7 @@ from .helpers import (
     evaluate,
     from_numpy,
     random_arrays,
+    run_in_fresh_process,
     to_numpy,
 )
 
@@ -140,6 +142,23 @@ def test_separate_factors_compile_to_log_depth_rounds(steps, emissions):
     assert scans_in(program) == (1 if SCANS else 0)
     arrays = random_arrays(domains)
     assert_matches(program(**arrays), forward(arrays), rtol=1e-5)
+
+
+def test_separate_factor_programs_pickle_and_run_in_threads(tmp_path):
+    """A rounds (or scan) program unpickled in a fresh process, and called
+    from several threads at once, gives funsor's eager forward pass."""
+    model, domains, forward = separate_chain(37, emissions=True)
+    program = compile_function(model, **domains)
+    arrays = random_arrays(domains)
+    expected = forward(arrays)
+    fresh = run_in_fresh_process(
+        program, arrays, tmp_path, "funsor_lowering.lowering.rules"
+    )
+    assert_matches(fresh, expected, rtol=1e-5)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda _: program(**arrays), range(8)))
+    for result in results:
+        assert_matches(result, expected, rtol=1e-5)
 
 
 @pytest.mark.skipif(BACKEND == "numpy", reason="numpy has no autodiff")

@@ -244,18 +244,32 @@ __all__ = [
 ]
 
 
+def numeric_parameters(dist_class, names):
+    """The parameters in ``names`` that ``dist_class`` takes as Python
+    numbers where they are scalars: those its ``arg_constraints`` does not
+    declare (torch's Multinomial ``total_count``), as funsor's ``to_data``
+    passes them.
+
+    >>> class Multinomial:  # torch's declares probs and logits only
+    ...     arg_constraints = {"probs": None, "logits": None}
+    >>> numeric_parameters(Multinomial, ("total_count", "probs"))
+    ('total_count',)
+    """
+    declared = getattr(dist_class, "arg_constraints", None)
+    if not isinstance(declared, dict):
+        return ()
+    return tuple(name for name in names if name not in declared)
+
+
 def backend_distribution(dist_class, names, params, event_rank, validate=None):
     """The backend distribution ``dist_class(**dict(zip(names, params)))``
     with ``event_rank`` event dims; its arguments unvalidated where
     ``validate`` is false."""
     kwargs = dict(zip(names, params))
-    declared = getattr(dist_class, "arg_constraints", None)
-    if isinstance(declared, dict):
-        # a scalar the class does not declare a tensor parameter is a number
-        # (torch's Multinomial total_count), as funsor's to_data passes it
-        for name, value in kwargs.items():
-            if name not in declared and getattr(value, "shape", None) == ():
-                kwargs[name] = int(value) if _is_integral(value) else float(value)
+    for name in numeric_parameters(dist_class, names):
+        value = kwargs[name]
+        if getattr(value, "shape", None) == ():
+            kwargs[name] = int(value) if _is_integral(value) else float(value)
     if validate is False or any(getattr(p, "is_meta", False) for p in params):
         # shape inference on torch's meta tensors (symbolic tracing): no
         # values to validate

@@ -134,11 +134,14 @@ def _categorical_shape(arguments, backend):
     return SymbolicArray(shape, backend.int_dtype)
 
 
-def stand_in_distribution(dist_class, names, params, event_rank, backend):
+def stand_in_distribution(
+    dist_class, names, params, event_rank, backend, on_ones=False
+):
     """The backend distribution built on stand-ins of its symbolic
     parameters, unvalidated (stand-ins hold no meaningful values); on ones
-    where a stand-in fails a check the distribution makes anyway (NumPyro's
-    Beta validates the Dirichlet it builds)."""
+    where asked (``on_ones``) or where a stand-in fails a check the
+    distribution makes anyway (NumPyro's Beta validates the Dirichlet it
+    builds)."""
 
     def build(fill):
         values = tuple(fill(a) if isinstance(a, SymbolicArray) else a for a in params)
@@ -146,13 +149,19 @@ def stand_in_distribution(dist_class, names, params, event_rank, backend):
             dist_class, names, values, event_rank, validate=False
         )
 
+    def ones(symbolic):
+        dtype = backend.numpy_dtype(symbolic.dtype)
+        return backend.from_stand_in(np.ones(symbolic.shape, dtype))
+
+    if on_ones:
+        return build(ones)
     try:
         return build(backend.stand_in_for)
     except Exception:  # noqa: BLE001 - retried on ones, which raise if invalid
-        return build(lambda a: _ones_like(a, backend))
+        return build(ones)
 
 
-def _unvalidated_distribution(arguments, params, backend):
+def _unvalidated_distribution(arguments, params, backend, on_ones=False):
     """The backend distribution of a distribution op on stand-ins."""
     return stand_in_distribution(
         arguments["dist_class"],
@@ -160,6 +169,7 @@ def _unvalidated_distribution(arguments, params, backend):
         params,
         arguments["event_rank"],
         backend,
+        on_ones,
     )
 
 
@@ -193,21 +203,13 @@ def _distribution_sample_shape(arguments, backend):
             try:
                 draw = dist.sample(*key)
             except Exception:  # noqa: BLE001 - e.g. a zero total count
-                ones = tuple(
-                    _ones_like(a, backend) if isinstance(a, SymbolicArray) else a
-                    for a in params
-                )
-                draw = _unvalidated_distribution(arguments, ones, backend).sample(*key)
+                dist = _unvalidated_distribution(arguments, params, backend, True)
+                draw = dist.sample(*key)
     except Exception:  # noqa: BLE001 - no rule: evaluation reports
         return None
     shape = tuple(arguments["sample_shape"]) + tuple(dist.batch_shape)
     shape += tuple(dist.event_shape)
     return SymbolicArray(shape, backend.as_symbolic(draw).dtype)
-
-
-def _ones_like(symbolic, backend):
-    dtype = backend.numpy_dtype(symbolic.dtype)
-    return backend.from_stand_in(np.ones(symbolic.shape, dtype))
 
 
 def _full_like_shape(arguments, backend):

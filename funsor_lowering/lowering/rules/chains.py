@@ -205,12 +205,10 @@ def _stacked(lowereds, names, size, separate):
     """The lowered values, laid out as ``names``, stacked: ``separate``
     values by one ``stack`` op (and one ``permute`` where all are laid out
     in reverse), slices by a ``cat`` the ``cat_slices`` pass folds."""
-    layouts = {tuple(x.batch) == tuple(n) for x, n in zip(lowereds, names)}
-    if separate and layouts == {True}:
+    layouts = [tuple(x.batch) for x in lowereds]
+    if separate and all(b == tuple(n) for b, n in zip(layouts, names)):
         return apply_finitary(ops.StackOp(dim=0), [x.expr for x in lowereds])
-    if separate and all(
-        tuple(x.batch) == tuple(n)[::-1] for x, n in zip(lowereds, names)
-    ):
+    if separate and all(b == tuple(n)[::-1] for b, n in zip(layouts, names)):
         stack = apply_finitary(ops.StackOp(dim=0), [x.expr for x in lowereds])
         return permute(stack, [0] + list(range(len(names[0]), 0, -1)))
     parts = [

@@ -6,7 +6,7 @@ to parameters, ``to_event`` for the value's event dims)."""
 
 from funsor.distribution import Distribution, infer_shapes
 
-from ...ops.extra_ops import DistributionLogProbOp
+from ...ops.extra_ops import DistributionLogProbOp, numeric_parameters
 from ..driver import Lowered, lowering_rule
 from ..layout import align_expanded, apply_finitary, reshape, union_batch
 
@@ -23,12 +23,11 @@ def parameter_operands(term, params, batch):
         domains = {k: v.output for k, v in term.params.items()}
         indep_shape, _ = infer_shapes(term.dist_class, domains)
     names = tuple(term._ast_fields[:-1])
-    declared = getattr(term.dist_class, "arg_constraints", None)
+    numeric = numeric_parameters(term.dist_class, names)
     exprs = []
     for name, param, raw in zip(names, params, term._ast_values[:-1]):
-        if isinstance(declared, dict) and name not in declared and not param.batch:
-            # a parameter the class takes as a number (torch's Multinomial
-            # total_count): left a scalar, as funsor's to_data leaves it
+        if name in numeric and not param.batch:
+            # left a scalar, as funsor's to_data leaves it
             exprs.append(param.expr)
             continue
         event = getattr(term._infer_param_domain(name, raw.output.shape), "shape", ())
