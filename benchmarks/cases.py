@@ -451,6 +451,65 @@ class Tree(SumProductCase):
         return tree
 
 
+class SeparateTree(SumProductCase):
+    """A complete binary tree of depth ``D`` whose ``T = 2^(D+1) - 2`` edge
+    factors are separate inputs (``e0 .. e{T-1}``, node ``k + 1``'s parent
+    ``k // 2``), and a root factor: per-node sites of a tree-structured
+    model."""
+
+    def __init__(self, D=6, S=5):
+        self.D, self.S = D, S
+        self.T = 2 ** (D + 1) - 2
+        self.name = f"tree_sep_T{self.T}"
+
+    def shapes(self):
+        shapes = {"root": (self.S,)}
+        shapes.update({f"e{k}": (self.S, self.S) for k in range(self.T)})
+        return shapes
+
+    def factors(self, inputs):
+        factors = [inputs["root"]["v0"]]
+        for k in range(self.T):
+            factors.append(inputs[f"e{k}"][f"v{k // 2}", f"v{k + 1}"])
+        return factors
+
+    def eliminate(self):
+        return frozenset(f"v{i}" for i in range(self.T + 1))
+
+    def hand(self, lib):
+        """Messages from the last node to the root, one edge at a time."""
+        lse, T = lib.logsumexp, self.T
+
+        def tree(root, **edges):
+            belief = {}
+            for i in range(T, 0, -1):
+                edge = edges[f"e{i - 1}"]
+                below = belief.pop(i, None)
+                message = lse(edge if below is None else edge + below, 1)
+                p = (i - 1) // 2
+                belief[p] = message if p not in belief else belief[p] + message
+            return lse(root + belief[0], 0)
+
+        return tree
+
+    def hand_fast(self, lib):
+        """Level by level: each depth's edges stacked, one add, one
+        reduction and one pairwise sum per depth."""
+        lse, D, S = lib.logsumexp, self.D, self.S
+
+        def tree(root, **edges):
+            below = None
+            for d in range(D, 0, -1):
+                level = range(2**d - 1, 2 ** (d + 1) - 1)
+                stacked = lib.cat([edges[f"e{i - 1}"][None] for i in level])
+                if below is not None:
+                    stacked = stacked + below[:, None, :]
+                below = lse(stacked, 2).reshape(len(level) // 2, 2, S).sum(1)
+            return lse(root + below[0], 0)
+
+        return tree
+
+
 class TracedCase(Case):
     """A function of arrays that uses funsor Gaussians inside; ours is its
     ``trace_function`` program."""
@@ -687,6 +746,7 @@ CASES = [
     SeparateHMM(100),
     Plated(),
     Tree(),
+    SeparateTree(),
     Kalman(10),
     Kalman(100),
     FFBS(),

@@ -23,11 +23,13 @@ import functools
 from collections import OrderedDict
 
 import funsor.tensor
+import numpy as np
 from funsor import ops
 from funsor.domains import find_domain
 from funsor.tensor import Tensor
 from funsor.terms import Binary, Finitary, Number, Unary
 
+from ..backends import array_backend
 from ..errors import IntermediateTooLargeError
 from ..ops.extra_ops import getslice_op
 from .driver import Lowered, build
@@ -43,6 +45,14 @@ def constant(data, dtype):
     if isinstance(data, (bool, int, float)):
         return build(Number, data, dtype)
     return build(Tensor, data, (), dtype)
+
+
+def positions(indices):
+    """A lowered constant: the integer array ``indices`` (nested lists or a
+    numpy array) on the current backend, bounded by its largest entry."""
+    data = np.asarray(indices, dtype=np.int64)
+    backend = array_backend(funsor.get_backend())
+    return constant(backend.from_numpy(data), int(data.max()) + 1)
 
 
 def apply(op, *args):

@@ -4,8 +4,9 @@ where funsor 0.4.8 lacks or mis-infers them:
 - reductions read ``dim`` while the ops take ``axis`` (so ``ops.sum(x, 0)``
   was inferred to reduce every axis);
 - ``getitem`` ignored the shape of its index;
-- ``permute``, ``transpose``, ``expand``, ``argmax`` and ``argmin`` fell
-  back to the pointwise rule and kept the input shape.
+- ``permute``, ``transpose``, ``expand``, ``argmax``, ``argmin``,
+  ``new_zeros`` and ``new_full`` fell back to the pointwise rule and kept
+  the input shape.
 
 :data:`SHAPE_RULES` maps each op type to its rule. They are in effect only
 in the package's own work (compiling blocks, tracing, lowering): funsor
@@ -175,6 +176,13 @@ def find_domain_diagonal(op, x):
     dims = [d % len(shape) for d in (op.defaults["dim1"], op.defaults["dim2"])]
     rest = tuple(s for i, s in enumerate(shape) if i not in dims)
     return Array[x.dtype, rest + (min(shape[dims[0]], shape[dims[1]]),)]
+
+
+@_rule_for(ops.NewZerosOp, ops.NewFullOp)
+def find_domain_new_array(op, prototype):
+    """An array of the op's ``shape`` in the prototype's dtype (funsor's
+    pointwise rule kept the prototype's shape)."""
+    return Array[prototype.dtype, tuple(op.defaults["shape"])]
 
 
 @_rule_for(ops.UnsqueezeOp)

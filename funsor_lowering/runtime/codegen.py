@@ -618,7 +618,7 @@ def _table_lookup(signature, locals_):
 def _entry_head(program, locals_, reads, receiver, namespace, globals_):
     """The entry's ``def`` and its first ``if`` (a call that can take the
     fast path), and the lines calling ``slow`` otherwise."""
-    if _keyword_parameters(program, locals_):
+    if _keyword_parameters(program, locals_) and len(locals_) <= KEYWORD_PARAMETERS_MAX:
         # inputs as keyword parameters: Python binds a call's keywords to
         # them, with no dict to read (an input not given is ``absent``,
         # which fails the checks below, as does any other argument)
@@ -726,6 +726,14 @@ def _input_names(program):
 
 
 _ABSENT = type("Absent", (), {"__repr__": lambda self: "<no input given>"})()
+
+
+# Up to this many inputs, the entry takes them as keyword parameters. CPython
+# binds a call's ``**kwargs`` to parameters by comparing names, each key
+# against the parameters before it: quadratic where keys are built strings
+# (not interned), 80 us for 127 inputs, where reading them from the kwargs
+# dict takes 4 us.
+KEYWORD_PARAMETERS_MAX = 16
 
 
 def _keyword_parameters(program, locals_):

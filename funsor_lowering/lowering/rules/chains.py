@@ -37,12 +37,26 @@ Example::
 import functools
 import math
 
+import numpy as np
 from funsor import ops
 from funsor.domains import Bint
 
-from ...ops.extra_ops import getslice_op, logsumexp_scan, logsumexp_scan_emitting
+from ...ops.extra_ops import (
+    getslice_op,
+    logsumexp_scan,
+    logsumexp_scan_emitting,
+    take,
+)
 from ..driver import Lowered
-from ..layout import align, apply, apply_finitary, combine, permute, reshape
+from ..layout import (
+    align,
+    apply,
+    apply_finitary,
+    combine,
+    permute,
+    positions,
+    reshape,
+)
 from .reductions import reduce_batch
 
 # Shorter chains stay with the planner (its few steps cost as little).
@@ -107,19 +121,19 @@ def lower_chain(chain, terms, names_reduced, separate=False):
     # else each emission is added to its step before stacking
     alpha = align(alpha, [order[0]])
     if all(e is not None for e in emissions):
-        stacked_emissions = _stacked(
+        stacked_emissions = stack_factors(
             emissions, [n[1:] for n in links], domain.size, separate
         )
         parts = (
             alpha,
-            _stacked(pairs, links, domain.size, separate),
+            stack_factors(pairs, links, domain.size, separate),
             stacked_emissions,
         )
         scan = apply_finitary(logsumexp_scan_emitting, parts)
     else:
         pairs = _with_emissions(pairs, emissions)
         scan = apply(
-            logsumexp_scan, alpha, _stacked(pairs, links, domain.size, separate)
+            logsumexp_scan, alpha, stack_factors(pairs, links, domain.size, separate)
         )
     return _last_reduced(Lowered(scan, {order[-1]: domain}), names_reduced)
 
@@ -135,17 +149,19 @@ def lower_chain_in_rounds(chain, terms, names_reduced):
     links = [order[t : t + 2] for t in range(len(pairs))]
     if all(e is not None for e in emissions):  # stacked too, added once
         stack = Lowered(
-            _stacked(pairs, links, domain.size, separate=True),
+            stack_factors(pairs, links, domain.size, separate=True),
             {"_step": Bint[len(pairs)], "_from": domain, "_to": domain},
         )
         emitted = Lowered(
-            _stacked(emissions, [n[1:] for n in links], domain.size, separate=True),
+            stack_factors(
+                emissions, [n[1:] for n in links], domain.size, separate=True
+            ),
             {"_step": Bint[len(pairs)], "_to": domain},
         )
         steps = align(combine(ops.add, stack, emitted), ["_step", "_from", "_to"])
     else:
         pairs = _with_emissions(pairs, emissions)
-        steps = _stacked(pairs, links, domain.size, separate=True)
+        steps = stack_factors(pairs, links, domain.size, separate=True)
     product = _product_in_rounds(steps, len(pairs), domain)
     through = Lowered(product, {order[0]: domain, order[-1]: domain})
     result = reduce_batch(
@@ -201,16 +217,32 @@ def _with_emissions(pairs, emissions):
     ]
 
 
-def _stacked(lowereds, names, size, separate):
+def stack_factors(lowereds, names, size, separate):
     """The lowered values, laid out as ``names``, stacked: ``separate``
-    values by one ``stack`` op (and one ``permute`` where all are laid out
-    in reverse), slices by a ``cat`` the ``cat_slices`` pass folds."""
+    values by one ``stack`` op per layout (those laid out in reverse
+    permuted once; where both layouts occur, the two stacks joined and
+    taken back into order), slices by a ``cat`` the ``cat_slices`` pass
+    folds."""
     layouts = [tuple(x.batch) for x in lowereds]
-    if separate and all(b == tuple(n) for b, n in zip(layouts, names)):
-        return apply_finitary(ops.StackOp(dim=0), [x.expr for x in lowereds])
-    if separate and all(b == tuple(n)[::-1] for b, n in zip(layouts, names)):
-        stack = apply_finitary(ops.StackOp(dim=0), [x.expr for x in lowereds])
-        return permute(stack, [0] + list(range(len(names[0]), 0, -1)))
+    ahead = [i for i, n in enumerate(names) if layouts[i] == tuple(n)]
+    behind = [
+        i
+        for i, n in enumerate(names)
+        if layouts[i] != tuple(n) and layouts[i] == tuple(n)[::-1]
+    ]
+    if separate and len(ahead) + len(behind) == len(lowereds):
+        rank = len(names[0])
+        parts = [
+            apply_finitary(ops.StackOp(dim=0), [lowereds[i].expr for i in group])
+            for group in (ahead, behind)
+            if group
+        ]
+        if behind:
+            parts[-1] = permute(parts[-1], [0] + list(range(rank, 0, -1)))
+        if len(parts) == 1:
+            return parts[0]
+        joined = apply_finitary(ops.CatOp(axis=0), parts)
+        return apply(take, joined, positions(np.argsort(ahead + behind)))
     parts = [
         reshape(align(x, n), (1,) + (size,) * len(n)) for x, n in zip(lowereds, names)
     ]

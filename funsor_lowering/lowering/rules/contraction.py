@@ -46,6 +46,7 @@ from .chains import (
 )
 from .elementwise import require_values
 from .reductions import lower_reduce, reduce_batch, unsupported_reduction
+from .trees import find_tree, levels_pay_off, lower_tree
 
 # The most negative float32; clamping a shift to it keeps exp(x - shift) from
 # being nan where x is -inf everywhere (-inf - -inf), in float32 and float64.
@@ -343,6 +344,10 @@ def contract_planned(red_op, bin_op, terms, names_reduced):
     ):
         # separate factors: stacked once, then log-depth rounds
         return lower_chain_in_rounds(chain, terms, names_reduced)
+    tree = find_tree(terms, names_reduced) if logspace and chain is None else None
+    if tree is not None and not batchable and levels_pay_off(tree):
+        # separate factors on a tree: stacked once, then level by level
+        return lower_tree(tree, terms, names_reduced)
     shapes = [t.batch_shape for t in terms]
     for positions, equation in einsum_path(inputs, output, shapes, batchable=batchable):
         args = [operands.pop(i) for i in positions]
