@@ -4,6 +4,7 @@ that never alias the program's constants, pickles that leave funsor's
 backend alone, exact nested inputs."""
 
 import enum
+import inspect
 import linecache
 import pickle
 from collections import OrderedDict
@@ -84,6 +85,33 @@ def test_a_called_program_runs_its_own_entry_and_stays_an_op_program():
         assert_matches(clone(**arrays), expected, rtol=1e-6, atol=1e-6)
     with pytest.raises(TypeError, match="'x'"):
         programs[0](y=arrays["x"])  # other calls still get the checked path
+
+
+@pytest.mark.parametrize("count", [codegen.KEYWORD_PARAMETERS_MAX, 40])
+def test_many_inputs_from_a_built_dict_run_fast_and_are_checked(count):
+    """Over ``KEYWORD_PARAMETERS_MAX`` inputs, the entry reads them from the
+    call's kwargs (names built at run time, as ``**arrays`` gives them):
+    same results, and wrong calls still get the checked path's errors."""
+    names = ["".join(["x", str(i)]) for i in range(count)]
+    total = Variable(names[0], Reals[2])
+    for name in names[1:]:
+        total = total + Variable(name, Reals[2]).exp()
+    program = compile_funsor(total)
+    arrays = {n: arrays_of("float64", 2, seed=i) for i, n in enumerate(names)}
+    expected = to_numpy(arrays[names[0]]) + sum(
+        np.exp(to_numpy(arrays[n])) for n in names[1:]
+    )
+    for _ in range(3):  # the first call compiles, later ones take the entry
+        assert_matches(program(**arrays), expected)
+    parameters = inspect.signature(type(program).__call__).parameters
+    keywords = count <= codegen.KEYWORD_PARAMETERS_MAX
+    assert (names[-1] in parameters) == keywords, list(parameters)
+    with pytest.raises(TypeError, match=f"missing input.*'{names[-1]}'"):
+        program(**{k: v for k, v in arrays.items() if k != names[-1]})
+    with pytest.raises(TypeError, match="unexpected input.*'y'"):
+        program(**arrays, y=arrays[names[0]])
+    with pytest.raises(ValueError, match=f"'{names[3]}': expected shape"):
+        program(**dict(arrays, **{names[3]: arrays_of("float64", 3)}))
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="jax's bfloat16 (ml_dtypes)")
