@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from funsor import ops
 from funsor.domains import Reals
-from funsor.sum_product import sum_product
+from funsor.sum_product import partial_sum_product, sum_product
 from funsor.tensor import Tensor
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,15 +24,16 @@ from .helpers import assert_matches, from_numpy, random_arrays, to_numpy
 STATES = 3
 
 
-def tree_model(parents, unary=(0,), flipped=(), kept=None):
+def tree_model(parents, unary=(0,), flipped=(), kept=None, partial=False):
     """A tree over ``v0 .. v{T}``, node ``i``'s parent ``parents[i - 1]``
     (smaller than ``i``): ``(model, domains, eager)``. ``model`` sums, by
     ``sum_product``, a factor ``u{i}[v{i}]`` for each node in ``unary`` and a
     separate factor ``e{k}`` per edge, laid out ``(child, parent)`` for ``k``
     in ``flipped``, else ``(parent, child)``; every node but ``kept`` is
-    reduced. ``eager(arrays)`` is funsor's eager evaluation of the same
-    factors, one variable eliminated at a time from the last node (its eager
-    ``sum_product`` of so many factors would broadcast them all)."""
+    reduced (by ``partial_sum_product`` if ``partial``). ``eager(arrays)``
+    is funsor's eager evaluation of the same factors, one variable
+    eliminated at a time from the last node (its eager ``sum_product`` of so
+    many factors would broadcast them all)."""
     nodes = len(parents) + 1
     reduced = [f"v{i}" for i in range(nodes) if i != kept]
 
@@ -44,13 +45,11 @@ def tree_model(parents, unary=(0,), flipped=(), kept=None):
         return result
 
     def model(**inputs):
-        return sum_product(
-            ops.logaddexp,
-            ops.add,
-            factors(inputs, lambda x: x),
-            frozenset(reduced),
-            frozenset(),
-        )
+        args = (factors(inputs, lambda x: x), frozenset(reduced), frozenset())
+        if partial:
+            (result,) = partial_sum_product(ops.logaddexp, ops.add, *args)
+            return result
+        return sum_product(ops.logaddexp, ops.add, *args)
 
     def eager(arrays):
         remaining = factors(arrays, Tensor)
@@ -79,13 +78,16 @@ def balanced(size):
     return [i // 2 for i in range(size)]
 
 
-@pytest.mark.parametrize("size", [10, 100, 1000])
+@pytest.mark.parametrize(
+    "size, partial", [(10, False), (100, False), (1000, False), (100, True)]
+)
 @pytest.mark.parametrize("shape", [star, balanced])
-def test_separate_factor_trees_compile_by_levels(shape, size):
+def test_separate_factor_trees_compile_by_levels(shape, size, partial):
     """Stacked once, then a few operations per depth: a star is one level,
-    a balanced tree ``log2 T``; a contraction per variable took 2T."""
+    a balanced tree ``log2 T``; a contraction per variable took 2T. The
+    same through ``partial_sum_product``."""
     parents = shape(size)
-    model, domains, eager = tree_model(parents)
+    model, domains, eager = tree_model(parents, partial=partial)
     program = compile_function(model, **domains)
     levels = 1 if shape is star else math.ceil(math.log2(size + 2)) - 1
     bound = 6 * levels + 6
