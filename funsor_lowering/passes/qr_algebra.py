@@ -42,11 +42,10 @@ SWAP_LAST_TWO = ops.TransposeOp(axis1=-1, axis2=-2)
 def is_qr(editor, ref):
     """Whether ``ref`` is the ``(Q, R)`` pair of a QR whose ``Q`` has
     orthonormal columns."""
-    producer = editor.producer(ref)
-    return (
-        producer is not None
-        and isinstance(producer.op, ops.QrOp)
-        and producer.op.defaults["mode"] in ("reduced", "complete")
+    producer = editor.producer(ref, ops.QrOp)
+    return producer is not None and producer.op.defaults["mode"] in (
+        "reduced",
+        "complete",
     )
 
 
@@ -119,10 +118,10 @@ def _projected(editor, ref, pair):
     ``matmul(Q^T, y)``, a ``matmul(y, Q)`` of a vector ``y``, or a row
     ``matmul(u, Q)`` reshaped to a column (then ``y`` is ``u`` as a
     column, emitted); else ``None``."""
-    producer = editor.producer(ref)
-    if producer is None:
-        return None
-    if isinstance(producer.op, ops.MatmulOp) and len(producer.args) == 2:
+    producer = editor.producer(ref, ops.MatmulOp)
+    if producer is not None:
+        if len(producer.args) != 2:
+            return None
         u, q = producer.args
         if _factor_of(editor, swapped(editor, u), 0) is pair:
             return q  # Q^T @ y
@@ -131,9 +130,10 @@ def _projected(editor, ref, pair):
             if _factor_of(editor, q, 0) is pair:
                 return u  # u @ Q, with u a vector: Q^T u
         return None
-    if not isinstance(producer.op, ops.ReshapeOp):
+    reshape = editor.producer(ref, ops.ReshapeOp)
+    if reshape is None:
         return None
-    row = producer.args[0]
+    row = reshape.args[0]
     product = editor.producer(row, ops.MatmulOp)
     column_type, row_type = editor.value_type(ref), editor.value_type(row)
     if (

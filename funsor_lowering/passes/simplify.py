@@ -55,6 +55,7 @@ from ..ir.editor import rewrite
 from ..ir.program import array_backend
 from ..ir.structure import iter_leaves
 from ..ops.extra_ops import RandnWithKeyOp, TupleItemOp, getslice_op
+from ..ops.op_rules import OpRules
 from ..ops.shapes import permutation_dims
 from .basic_index import canonical_index, compose_indices, keeps_order, takes_all
 from .cat_parts import merge_zero_parts, slice_of_cat_parts, slice_of_zeros
@@ -146,17 +147,23 @@ def _permutation(context, editor, operation, args, value_type):
         if composed == tuple(range(len(composed))):
             return inner.args[0]
         return editor.emit(ops.PermuteOp(dims=composed), inner.args, False, value_type)
-    einsum = editor.producer(args[0], ops.EinsumOp)
-    if (
-        isinstance(op, ops.PermuteOp)
-        and einsum is not None
-        and context.read_once(operation.args[0])  # else the einsum runs twice
-    ):
-        return _permute_einsum_output(editor, einsum, dims, value_type)
     rank = len(dims)
     if dims == (*range(rank - 2), rank - 1, rank - 2):
         return swap_of_slice(editor, args, value_type)
     return None
+
+
+@simplification(ops.PermuteOp)
+def _permuted_einsum(context, editor, operation, args, value_type):
+    # a permute of an einsum read once is the einsum with permuted output
+    # (read more than once, the einsum would run twice)
+    einsum = editor.producer(args[0], ops.EinsumOp)
+    if einsum is None or not context.read_once(operation.args[0]):
+        return None
+    dims = permutation_dims(operation.op, _shape(value_type))
+    if dims is None or dims == tuple(range(len(dims))):
+        return None
+    return _permute_einsum_output(editor, einsum, dims, value_type)
 
 
 @simplification(ops.UnsqueezeOp)
@@ -179,11 +186,15 @@ def _reshape_or_expand(context, editor, operation, args, value_type):
         # reshape(reshape(x)) is a reshape of x; an expand of an expand of x
         # is an expand of x (broadcasting composes)
         return editor.emit(op, inner.args, False, value_type)
-    if not isinstance(op, ops.ReshapeOp):
-        return None
-    if _is_squeeze(editor, inner):
+    return None
+
+
+@simplification(ops.ReshapeOp)
+def _reshape(context, editor, operation, args, value_type):
+    squeeze = _squeeze(editor, args[0])
+    if squeeze is not None:
         # a reshape of x with size-1 dims dropped is a reshape of x
-        return editor.emit(op, inner.args, False, value_type)
+        return editor.emit(operation.op, squeeze.args, False, value_type)
     if not context.read_once(operation.args[0]):
         return None
     # (v[..., None, :] @ m)[..., 0, :] as v @ m, and solves of v[..., None]
@@ -210,8 +221,7 @@ def _getslice(context, editor, operation, args, value_type):
     inner = editor.producer(args[0], ops.GetsliceOp)
     if inner is not None:
         return _slice_of_slice(editor, inner, index, value_type)
-    inner = editor.producer(args[0])
-    simpler = _slice_of_producer(context, editor, inner, index, value_type)
+    simpler = _slice_of_producer(context, editor, args[0], index, value_type)
     if simpler is not None or source is None:
         return simpler
     if in_order and value_type is not None:
@@ -226,21 +236,38 @@ def _getslice(context, editor, operation, args, value_type):
     return editor.emit(getslice_op(canonical), args, False, value_type)
 
 
-def _slice_of_producer(context, editor, inner, index, value_type):
-    """A slice of a concatenation, of new zeros or of a gather, as fewer
+def _slice_of_producer(context, editor, ref, index, value_type):
+    """A slice of a concatenation, of new zeros or of a gather (the
+    rules of ``_SLICES_OF``, by the op computing ``ref``), as fewer
     operations."""
-    if inner is None:
+    inner = editor.producer(ref)
+    slice_of = None if inner is None else _SLICES_OF.rule(inner.op)
+    if slice_of is None:
         return None
-    if isinstance(inner.op, ops.CatOp) and inner.packed:
-        simpler = slice_of_cat(editor, index, inner, value_type)
-        if simpler is None:
-            simpler = slice_of_cat_parts(editor, index, inner, value_type)
-        return simpler
-    if isinstance(inner.op, ops.NewZerosOp):
-        return None if inner.packed else slice_of_zeros(editor, inner, value_type)
-    if isinstance(inner.op, ops.GetitemOp):
-        return context.slice_of_gather(editor, index, inner, value_type)
-    return None
+    return slice_of(context, editor, inner, index, value_type)
+
+
+_SLICES_OF = OpRules("slice of")  # sliced value's op type -> rule
+
+
+@_SLICES_OF.register(ops.CatOp)
+def _slice_of_cat(context, editor, inner, index, value_type):
+    if not inner.packed:
+        return None
+    simpler = slice_of_cat(editor, index, inner, value_type)
+    if simpler is None:
+        simpler = slice_of_cat_parts(editor, index, inner, value_type)
+    return simpler
+
+
+@_SLICES_OF.register(ops.NewZerosOp)
+def _slice_of_zeros(context, editor, inner, index, value_type):
+    return None if inner.packed else slice_of_zeros(editor, inner, value_type)
+
+
+@_SLICES_OF.register(ops.GetitemOp)
+def _slice_of_gather(context, editor, inner, index, value_type):
+    return context.slice_of_gather(editor, index, inner, value_type)
 
 
 def _slice_of_slice(editor, inner, index, value_type):
@@ -292,14 +319,17 @@ _UNITS = {
 }
 
 
-def _is_squeeze(editor, operation):
-    """Whether ``operation`` is a getslice that only drops size-1 dims (so
-    it keeps its argument's elements in order)."""
-    if operation is None or not isinstance(operation.op, ops.GetsliceOp):
-        return False
+def _squeeze(editor, ref):
+    """The getslice computing ``ref`` where it only drops size-1 dims (so
+    it keeps its argument's elements in order), else ``None``."""
+    operation = editor.producer(ref, ops.GetsliceOp)
+    if operation is None:
+        return None
     source = editor.value_type(operation.args[0])
     index = operation.op.defaults["index"]
-    return source is not None and keeps_order(index, source.shape)
+    if source is None or not keeps_order(index, source.shape):
+        return None
+    return operation
 
 
 def _solved_columns(program, value):
@@ -362,27 +392,25 @@ def _earliest_prototype(editor, op, args, value_type):
     only) is a value computed from an earlier one of the same dtype and
     device, with that earlier value as prototype: the values in between
     (a QR nothing else reads) may then be dead."""
+    keepers = _DTYPE_KEEPING_OPS
+    if array_backend(editor.backend).matmul_needs_one_dtype:
+        keepers += (ops.MatmulOp,)
     first = earlier = args[0]
     while True:
-        producer = editor.producer(earlier)
-        if producer is None or not producer.args:
+        producer = editor.producer(earlier, *keepers)
+        if producer is not None and producer.args:
+            earlier = producer.args[0]
+            continue
+        item = editor.producer(earlier, TupleItemOp)
+        if item is None or not is_qr(editor, item.args[0]):
             break
-        source = producer.args[0]
-        if isinstance(producer.op, _DTYPE_KEEPING_OPS) or (
-            isinstance(producer.op, ops.MatmulOp)
-            and array_backend(editor.backend).matmul_needs_one_dtype
-        ):
-            earlier = source
-        elif isinstance(producer.op, TupleItemOp) and is_qr(editor, source):
-            earlier = editor.producer(source).args[0]
-        else:
-            break
+        earlier = editor.producer(item.args[0]).args[0]
     if earlier is first:
         return None
     return editor.emit(op, [earlier, *args[1:]], False, value_type)
 
 
-def _fold_negation(editor, op, args, value_type):
+def _fold_negation(editor, args, value_type, fold):
     """``-x * c`` is ``x * -c`` and ``-x + c`` is ``c - x`` for a Python
     number ``c`` and real ``x`` (one op where there were two; integers may
     be unsigned, where negation wraps)."""
@@ -398,9 +426,7 @@ def _fold_negation(editor, op, args, value_type):
         (x,) = inner.args
         if editor.value_type(x) != value_type:
             continue
-        if isinstance(op, ops.MulOp):
-            return editor.emit(ops.mul, (x, editor.add_constant(-c)), False, value_type)
-        return editor.emit(ops.sub, (other, x), False, value_type)
+        return fold(x, c, other)
     return None
 
 
@@ -458,11 +484,26 @@ def _prototype(context, editor, operation, args, value_type):
     return _earliest_prototype(editor, operation.op, args, value_type)
 
 
-@simplification(ops.MulOp, ops.AddOp)
-def _negation_folded(context, editor, operation, args, value_type):
+@simplification(ops.MulOp)
+def _negation_folded_into_mul(context, editor, operation, args, value_type):
     if len(args) != 2:
         return None
-    return _fold_negation(editor, operation.op, args, value_type)
+
+    def fold(x, c, other):  # -x * c as x * -c
+        return editor.emit(ops.mul, (x, editor.add_constant(-c)), False, value_type)
+
+    return _fold_negation(editor, args, value_type, fold)
+
+
+@simplification(ops.AddOp)
+def _negation_folded_into_add(context, editor, operation, args, value_type):
+    if len(args) != 2:
+        return None
+
+    def fold(x, c, other):  # -x + c as c - x
+        return editor.emit(ops.sub, (other, x), False, value_type)
+
+    return _fold_negation(editor, args, value_type, fold)
 
 
 @simplification(*_UNITS)

@@ -36,16 +36,16 @@ def reshapes(editor, ref):
     """The value ``ref`` holds the elements of, in order (``ref`` is its
     ``reshape``, or a ``getslice`` that only adds or drops unit axes), else
     ``None``."""
-    producer = editor.producer(ref)
+    reshape = editor.producer(ref, ops.ReshapeOp)
+    if reshape is not None:
+        return None if reshape.packed else reshape.args[0]
+    producer = editor.producer(ref, ops.GetsliceOp)
     if producer is None or producer.packed:
         return None
-    if isinstance(producer.op, ops.ReshapeOp):
+    source = editor.value_type(producer.args[0])
+    index = producer.op.defaults["index"]
+    if source is not None and keeps_order(index, source.shape):
         return producer.args[0]
-    if isinstance(producer.op, ops.GetsliceOp):
-        source = editor.value_type(producer.args[0])
-        index = producer.op.defaults["index"]
-        if source is not None and keeps_order(index, source.shape):
-            return producer.args[0]
     return None
 
 

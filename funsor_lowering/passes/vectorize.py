@@ -582,14 +582,22 @@ def _getitem(b):
     return None
 
 
-@batch_rule(ops.CatOp, ops.StackOp)
-def _cat_or_stack(b):
+@batch_rule(ops.CatOp)
+def _batched_cat(b):
+    return _joined_one_axis_on(b, "axis", len(b.arg_types[0].shape))
+
+
+@batch_rule(ops.StackOp)
+def _batched_stack(b):
+    return _joined_one_axis_on(b, "dim", len(b.arg_types[0].shape) + 1)
+
+
+def _joined_one_axis_on(b, name, rank):
+    """A cat or stack of parts all batched: along its axis ``name`` (of a
+    result of rank ``rank``) moved one to the right."""
     if not (b.packed and all(b.flags)):
         return None
-    name = "axis" if isinstance(b.op, ops.CatOp) else "dim"
-    part_rank = len(b.arg_types[0].shape)
-    limit = part_rank if isinstance(b.op, ops.CatOp) else part_rank + 1
-    return b.emit(type(b.op)(**{name: b.op.defaults[name] % limit + 1}))
+    return b.emit(type(b.op)(**{name: b.op.defaults[name] % rank + 1}))
 
 
 def _align(editor, ref, member_type, rank, n):

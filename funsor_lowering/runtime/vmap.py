@@ -43,6 +43,7 @@ from ..ops.extra_ops import (
     TupleItemOp,
     VecdotOp,
 )
+from ..ops.op_rules import OpRules
 from ..passes import vectorize
 from ..passes.broadcasts import CORE_DIMS
 from ..passes.matmuls import emit_matmul
@@ -124,21 +125,9 @@ def _batch(editor, operation, refs, flags, arg_types, member, size):
         raise NotImplementedError(f"{where}: the result's shape is unknown")
     if None in arg_types:
         raise NotImplementedError(f"{where}: an argument's shape is unknown")
-    if isinstance(op, QrProjectOp):
-        if not flags[0]:  # R is M's, batched as the result: M per member
-            refs = [_broadcast(editor, refs[0], arg_types[0], size), refs[1]]
-            flags = [True, flags[1]]
-        refs, _ = _lined_up(editor, refs, flags, arg_types, size)
-        return editor.emit(op, refs, operation.packed, None)
-    if isinstance(op, (VecdotOp, TriangularSolveVectorsOp)):
-        cores = CORE_DIMS.rule(op).ranks
-        refs, _ = _lined_up(editor, refs, flags, arg_types, size, cores)
-        return editor.emit(op, refs, operation.packed, _batched_type(member, size))
-    if isinstance(op, ops.MatmulOp):
-        return _batch_matmul(editor, refs, flags, arg_types, member, size)
-    if isinstance(op, (LogsumexpScanOp, LogsumexpScanEmittingOp)):
-        # broadcasts leading axes itself
-        return editor.emit(op, refs, operation.packed, _batched_type(member, size))
+    own_rule = _OWN_RULES.rule(op)
+    if own_rule is not None:
+        return own_rule(editor, operation, refs, flags, arg_types, member, size)
     if vectorize._has_rule(operation):
         rule = vectorize._rule(operation, flags, arg_types, member, size)
         if rule is None and not all(flags) and not _elementwise(op):
@@ -168,6 +157,40 @@ def _batch(editor, operation, refs, flags, arg_types, member, size):
         for r, f, t in zip(refs, flags, arg_types)
     ]
     return editor.emit(new_op, aligned, operation.packed, _batched_type(member, size))
+
+
+# Ops vmap batches by a rule of its own (the rest: the vectorize pass's
+# batch rules, or the op on one more leading axis).
+_OWN_RULES = OpRules("vmap")
+
+
+@_OWN_RULES.register(QrProjectOp)
+def _batch_qr_project(editor, operation, refs, flags, arg_types, member, size):
+    if not flags[0]:  # R is M's, batched as the result: M per member
+        refs = [_broadcast(editor, refs[0], arg_types[0], size), refs[1]]
+        flags = [True, flags[1]]
+    refs, _ = _lined_up(editor, refs, flags, arg_types, size)
+    return editor.emit(operation.op, refs, operation.packed, None)
+
+
+@_OWN_RULES.register(VecdotOp, TriangularSolveVectorsOp)
+def _batch_on_core_dims(editor, operation, refs, flags, arg_types, member, size):
+    cores = CORE_DIMS.rule(operation.op).ranks
+    refs, _ = _lined_up(editor, refs, flags, arg_types, size, cores)
+    value_type = _batched_type(member, size)
+    return editor.emit(operation.op, refs, operation.packed, value_type)
+
+
+@_OWN_RULES.register(ops.MatmulOp)
+def _batch_matmul_operation(editor, operation, refs, flags, arg_types, member, size):
+    return _batch_matmul(editor, refs, flags, arg_types, member, size)
+
+
+@_OWN_RULES.register(LogsumexpScanOp, LogsumexpScanEmittingOp)
+def _batch_scan(editor, operation, refs, flags, arg_types, member, size):
+    # broadcasts leading axes itself
+    value_type = _batched_type(member, size)
+    return editor.emit(operation.op, refs, operation.packed, value_type)
 
 
 def _batch_item(editor, operation, refs, member, size):

@@ -55,6 +55,7 @@ from funsor.terms import (
 from ..lowering.driver import Lowered
 from ..lowering.layout import align_expanded
 from ..ops import hooks
+from ..ops.op_rules import OpRules
 from . import gaussian_algebra as ga
 from .rng_keys import draw_key
 
@@ -549,17 +550,32 @@ def reduce(op, terms, reduced):
     g = NamedGaussian.of(gaussian)
     real_names = [k for k in g.reals if k in names]
     int_names = [k for k in names if k not in g.reals]
-    if isinstance(op, ops.AddOp):
-        if real_names or others:
-            return None
-        return _plate(g, [k for k in g.ints if k in int_names])
-    if not isinstance(op, ops.LogaddexpOp):
+    reduction = _REDUCTIONS.rule(op)
+    if reduction is None:
         return None
+    return reduction(op, g, others, real_names, int_names)
+
+
+# How a sum of a Gaussian and ``others`` reduces over its real and integer
+# inputs, per reduction op (``logaddexp`` and its subclass ``sample``;
+# funsor leaves the rest lazy).
+_REDUCTIONS = OpRules("Gaussian reduction")
+
+
+@_REDUCTIONS.register(ops.AddOp)
+def _product_over_plates(op, g, others, real_names, int_names):
+    if real_names or others:
+        return None
+    return _plate(g, [k for k in g.ints if k in int_names])
+
+
+@_REDUCTIONS.register(ops.LogaddexpOp)
+def _integrate(op, g, others, real_names, int_names):
     if any(k in g.ints for k in int_names) and len(real_names) < len(g.reals):
         return None  # a mixture of Gaussians: funsor keeps it lazy
     if not real_names:
         return None
-    kept_dim = sum(d.num_elements for k, d in g.reals.items() if k not in names)
+    kept_dim = sum(d.num_elements for k, d in g.reals.items() if k not in real_names)
     if kept_dim == 0:
         result = Tensor(ga.log_normalizer(g.white_vec, g.prec_sqrt), g.ints)
     else:

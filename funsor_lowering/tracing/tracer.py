@@ -71,6 +71,7 @@ from ..ops.extra_ops import (
     categorical_sample,
     flat_scatter,
 )
+from ..ops.op_rules import OpRules
 from ..ops.symbolic import SymbolicArray, has_symbolic
 from ..passes.pipeline import optimize
 from ..runtime.codegen import bind_call
@@ -160,12 +161,9 @@ class OpRecorder:
             symbolic = has_symbolic(args) or has_symbolic(tuple(kwargs.values()))
             if symbolic_only and not symbolic:
                 return original(op, *args, **kwargs)
-            if isinstance(op, (ops.ScatterOp, ops.ScatterAddOp)):
-                flat = flat_scatter(op, args, kwargs, recorder._is_array)
-                if flat is not None:  # index arrays as operands
-                    op, args = flat[0], (flat[1],)
-            if isinstance(op, ops.RandnOp) and array_backend(get_backend()).keyed:
-                args, kwargs = _with_draw_key(op, args, kwargs)
+            adapt = _CALL_ADAPTERS.rule(op)
+            if adapt is not None:
+                op, args, kwargs = adapt(recorder, op, args, kwargs)
             recorder._depth += 1
             try:
                 if symbolic:
@@ -275,12 +273,27 @@ def _as_tuples(value):
     return value
 
 
-def _with_draw_key(op, args, kwargs):
+# Calls recorded otherwise than as made, per op type: a rule takes the
+# recorder and the call ``(op, args, kwargs)`` and returns the call to record.
+_CALL_ADAPTERS = OpRules("traced call")
+
+
+@_CALL_ADAPTERS.register(ops.ScatterOp, ops.ScatterAddOp)
+def _scatter_flattened(recorder, op, args, kwargs):
+    """A scatter with its index arrays as operands."""
+    flat = flat_scatter(op, args, kwargs, recorder._is_array)
+    return (op, args, kwargs) if flat is None else (flat[0], (flat[1],), kwargs)
+
+
+@_CALL_ADAPTERS.register(ops.RandnOp)
+def _with_draw_key(recorder, op, args, kwargs):
     """``ops.randn``'s arguments with the key a keyed draw given none uses."""
+    if not array_backend(get_backend()).keyed:
+        return op, args, kwargs
     bound = bind_call(op, args, kwargs)
     if bound.arguments.get("rng_key") is None:
         bound.arguments["rng_key"] = draw_key(None)
-    return bound.args, bound.kwargs
+    return op, bound.args, bound.kwargs
 
 
 def _on_funsors(args):

@@ -102,20 +102,37 @@ def lower_finitary(term, op, args):
     if not any(arg.batch for arg in args):
         return Lowered(apply_finitary(op, tuple(arg.expr for arg in args)))
     batch = union_batch(*args)
-    if isinstance(op, ops.EinsumOp):
-        return Lowered(_batched_einsum(op, args, batch), batch)
-    if isinstance(op, ops.CatOp):
-        # cat joins along one axis: other axes must agree, not broadcast.
-        exprs = [align_expanded(a, batch, a.event_shape) for a in args]
-        event_rank = max(len(a.event_shape) for a in args)
-    else:
-        event_shape = broadcast_shape(*(arg.event_shape for arg in args))
-        exprs = [align_expanded(a, batch, event_shape) for a in args]
-        event_rank = len(event_shape)
+    event_shape = broadcast_shape(*(arg.event_shape for arg in args))
+    exprs = [align_expanded(a, batch, event_shape) for a in args]
+    return _batched_finitary(term, op, exprs, batch, len(event_shape))
+
+
+@lowering_rule(Finitary, ops.CatOp, tuple)
+def lower_cat(term, op, args):
+    require_values(term, *args)
+    if not any(arg.batch for arg in args):
+        return Lowered(apply_finitary(op, tuple(arg.expr for arg in args)))
+    # cat joins along one axis: other axes must agree, not broadcast.
+    batch = union_batch(*args)
+    exprs = [align_expanded(a, batch, a.event_shape) for a in args]
+    event_rank = max(len(a.event_shape) for a in args)
+    return _batched_finitary(term, op, exprs, batch, event_rank)
+
+
+def _batched_finitary(term, op, exprs, batch, event_rank):
     batched = batch_op(op, tuple(d.size for d in batch.values()), event_rank)
     if batched is None:
         raise UnsupportedTermError(term, f"no batch rule for {op!r}")
     return Lowered(apply_finitary(batched, exprs), batch)
+
+
+@lowering_rule(Finitary, ops.EinsumOp, tuple)
+def lower_einsum(term, op, args):
+    require_values(term, *args)
+    if not any(arg.batch for arg in args):
+        return Lowered(apply_finitary(op, tuple(arg.expr for arg in args)))
+    batch = union_batch(*args)
+    return Lowered(_batched_einsum(op, args, batch), batch)
 
 
 def _batched_einsum(op, args, batch):
