@@ -282,3 +282,26 @@ def call_in_threads(fn, count):
     for thread in threads:
         thread.join()
     return errors
+
+
+def assert_gradients_match(fn, reference, arrays):
+    """Gradients of the scalar ``fn(arrays)`` (jax.grad, torch autograd)
+    equal those of ``reference(arrays)`` for every array, and are not all
+    zero (else the comparison would say little)."""
+    names = sorted(arrays)
+
+    def gradients(f):
+        if funsor.get_backend() == "jax":
+            import jax
+
+            return jax.grad(f)(arrays)
+        import torch
+
+        leaves = {k: v.clone().requires_grad_() for k, v in arrays.items()}
+        grads = torch.autograd.grad(f(leaves), [leaves[k] for k in names])
+        return dict(zip(names, grads))
+
+    actual, expected = gradients(fn), gradients(reference)
+    for k in names:
+        assert_matches(actual[k], expected[k], path=k)
+    assert sum(float(np.abs(to_numpy(g)).sum()) for g in expected.values()) > 0

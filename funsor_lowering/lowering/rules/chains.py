@@ -63,24 +63,37 @@ from .reductions import reduce_batch
 SCAN_MIN_STEPS = 4
 
 
+def pair_factor_graph(terms):
+    """``(pairs, unaries, neighbours)`` of lowered ``terms`` that are
+    factors of one or two inputs: the position in ``terms`` of the factor
+    of each pair of inputs (keyed by the pair, a frozenset), the positions
+    of each input's one-input factors, and each input's neighbours; or
+    ``None`` where a term has more inputs, or two have the same pair."""
+    pairs, unaries, neighbours = {}, {}, {}
+    for i, term in enumerate(terms):
+        names = tuple(term.batch)
+        if len(names) == 1:
+            unaries.setdefault(names[0], []).append(i)
+            continue
+        if len(names) != 2 or frozenset(names) in pairs:
+            return None
+        pairs[frozenset(names)] = i
+        a, b = names
+        neighbours.setdefault(a, []).append(b)
+        neighbours.setdefault(b, []).append(a)
+    return pairs, unaries, neighbours
+
+
 def find_chain(terms, names_reduced):
     """``(order, links, unaries)`` where the lowered ``terms`` (without
     event shapes) form a chain: its inputs in order (starting at a reduced
     end), the position in ``terms`` of the pair factor of each link
     ``(order[t - 1], order[t])``, and the positions of the unary factors of
     each input; or ``None``."""
-    links, unaries, neighbours = {}, {}, {}
-    for i, term in enumerate(terms):
-        names = tuple(term.batch)
-        if len(names) == 1:
-            unaries.setdefault(names[0], []).append(i)
-            continue
-        if len(names) != 2 or frozenset(names) in links:
-            return None  # not a pair factor, or two on one link
-        links[frozenset(names)] = i
-        a, b = names
-        neighbours.setdefault(a, []).append(b)
-        neighbours.setdefault(b, []).append(a)
+    graph = pair_factor_graph(terms)
+    if graph is None:
+        return None
+    links, unaries, neighbours = graph
     if len(links) < SCAN_MIN_STEPS or not set(unaries) <= set(neighbours):
         return None
     if any(len(v) > 2 for v in neighbours.values()):

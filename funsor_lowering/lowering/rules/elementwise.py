@@ -96,11 +96,19 @@ def lower_matmul(term, op, lhs, rhs):
     return Lowered(reshape(result, shape), batch)
 
 
+def _unbatched(term, op, args):
+    """``op`` of ``args`` where none has batch inputs, else ``None``."""
+    require_values(term, *args)
+    if any(arg.batch for arg in args):
+        return None
+    return Lowered(apply_finitary(op, tuple(arg.expr for arg in args)))
+
+
 @lowering_rule(Finitary, FinitaryOp, tuple)
 def lower_finitary(term, op, args):
-    require_values(term, *args)
-    if not any(arg.batch for arg in args):
-        return Lowered(apply_finitary(op, tuple(arg.expr for arg in args)))
+    unbatched = _unbatched(term, op, args)
+    if unbatched is not None:
+        return unbatched
     batch = union_batch(*args)
     event_shape = broadcast_shape(*(arg.event_shape for arg in args))
     exprs = [align_expanded(a, batch, event_shape) for a in args]
@@ -109,9 +117,9 @@ def lower_finitary(term, op, args):
 
 @lowering_rule(Finitary, ops.CatOp, tuple)
 def lower_cat(term, op, args):
-    require_values(term, *args)
-    if not any(arg.batch for arg in args):
-        return Lowered(apply_finitary(op, tuple(arg.expr for arg in args)))
+    unbatched = _unbatched(term, op, args)
+    if unbatched is not None:
+        return unbatched
     # cat joins along one axis: other axes must agree, not broadcast.
     batch = union_batch(*args)
     exprs = [align_expanded(a, batch, a.event_shape) for a in args]
@@ -128,9 +136,9 @@ def _batched_finitary(term, op, exprs, batch, event_rank):
 
 @lowering_rule(Finitary, ops.EinsumOp, tuple)
 def lower_einsum(term, op, args):
-    require_values(term, *args)
-    if not any(arg.batch for arg in args):
-        return Lowered(apply_finitary(op, tuple(arg.expr for arg in args)))
+    unbatched = _unbatched(term, op, args)
+    if unbatched is not None:
+        return unbatched
     batch = union_batch(*args)
     return Lowered(_batched_einsum(op, args, batch), batch)
 

@@ -51,7 +51,7 @@ from ..layout import (
     positions,
     reshape,
 )
-from .chains import stack_factors
+from .chains import pair_factor_graph, stack_factors
 from .reductions import reduce_batch
 
 # Smaller trees stay with the planner (a contraction per variable costs as
@@ -86,18 +86,10 @@ def find_tree(terms, names_reduced):
     """The :class:`Tree` the lowered ``terms`` (without event shapes, one
     domain) form, rooted at the kept input or else at the tree's center; or
     ``None``."""
-    edges, unaries, neighbours = {}, {}, {}
-    for i, term in enumerate(terms):
-        names = tuple(term.batch)
-        if len(names) == 1:
-            unaries.setdefault(names[0], []).append(i)
-            continue
-        if len(names) != 2 or frozenset(names) in edges:
-            return None  # not a pair factor, or two on one edge
-        edges[frozenset(names)] = i
-        a, b = names
-        neighbours.setdefault(a, []).append(b)
-        neighbours.setdefault(b, []).append(a)
+    graph = pair_factor_graph(terms)
+    if graph is None:
+        return None
+    edges, unaries, neighbours = graph
     if len(edges) < TREE_MIN_EDGES or not set(unaries) <= set(neighbours):
         return None
     if len(edges) != len(neighbours) - 1 or not _connected(neighbours):
