@@ -27,14 +27,14 @@ from funsor import ops
 from funsor.cnf import Contraction
 from funsor.domains import Bint, Real, Reals
 from funsor.gaussian import Gaussian
-from funsor.interpretations import eager
+from funsor.interpretations import eager, reflect
 from funsor.sum_product import (
     sarkka_bilmes_product,
     sequential_sum_product,
     sum_product,
 )
 from funsor.tensor import Tensor
-from funsor.terms import Variable
+from funsor.terms import Reduce, Variable
 from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
@@ -118,7 +118,10 @@ def exact_log_contractions():
     computed term by term (``add``, then a ``logsumexp`` reduction), not by
     its einsum backend. That backend shifts each term by its own maximum,
     so on rows hundreds of nats apart its products underflow: the value
-    becomes ``-inf`` or its gradients vanish where the exact ones do not."""
+    becomes ``-inf`` or its gradients vanish where the exact ones do not.
+    Its ``logsumexp`` reductions have a softmax gradient (torch's own,
+    ``exp(x - result)``, sums to more than 1 where ``result`` rounds to
+    the maximum: float32 entries of 3.6e15)."""
     key = (Contraction, ops.LogaddexpOp, ops.AddOp, frozenset, Tensor, Tensor)
 
     def term_by_term(red_op, bin_op, reduced_vars, *terms):
@@ -132,11 +135,20 @@ def exact_log_contractions():
             logsumexp_with_zero_gradient_where_empty(total.data, axes), inputs
         )
 
+    def reduction(op, arg, reduced_vars):
+        names = [v.name for v in reduced_vars]
+        if type(op) is not ops.LogaddexpOp or not set(names) <= set(arg.inputs):
+            return funsor.terms.eager_reduce(op, arg, reduced_vars)
+        return term_by_term(op, ops.add, reduced_vars, arg)
+
+    reduction_key = (Reduce, ops.LogaddexpOp, Tensor, frozenset)
     eager.register(*key)(term_by_term)
+    eager.register(*reduction_key)(reduction)
     try:
         yield
     finally:
         eager.register(*key)(funsor.cnf.eager_contraction_tensor)
+        eager.register(*reduction_key)(funsor.terms.eager_reduce)
 
 
 def logsumexp_with_zero_gradient_where_empty(x, axes):
@@ -221,6 +233,27 @@ def test_expression_gradients_equal_eager(expr, seed, fraction):
     assert_gradients_equal_eager(
         lambda a: program(**a), lambda a: evaluate(expr, a), arrays, seed
     )
+
+
+def test_logsumexp_gradient_where_its_result_rounds_to_the_max():
+    # A case the fuzzer found (float32 on torch): v[i] + T[i] rounds to
+    # T[i], and logsumexp's result to T (log 2 is below its rounding), so
+    # torch's gradient exp(x - result) was 1 per entry (mass 2), where the
+    # gradient of a logsumexp is a softmax (mass 1).
+    i = Variable("i", Bint[2])
+    big = from_numpy(np.array([3.6133e15, 3.6133e15]))
+    with reflect:
+        expr = (
+            Variable("v", Reals[2])[i] + Tensor(big, OrderedDict(i=Bint[2]))
+        ).reduce(ops.logaddexp, i)
+    arrays = {"v": from_numpy(np.array([1.7641, 0.4002]))}
+    program = compile_funsor(expr)
+    actual = gradients(lambda a: weighted_loss(program(**a), 0), arrays)["v"]
+    with exact_log_contractions():
+        exact = gradients(lambda a: weighted_loss(evaluate(expr, a), 0), arrays)["v"]
+    assert close(actual, exact).all(), (actual, exact)
+    weight = np.random.RandomState(0).rand() + 0.5  # weighted_loss's
+    assert np.isclose(actual.sum(), weight, rtol=1e-3)  # a softmax's mass
 
 
 # --------------------------------------------------------------- sum-products
