@@ -464,7 +464,9 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
     from ..lowering.rules.distributions import parameter_operands
 
     value = self.value
-    if not isinstance(value, Variable) or value.name not in sampled_vars:
+    if not isinstance(value, Variable):
+        return _traced_transformed_sample(self, sampled_vars, sample_inputs, rng_key)
+    if value.name not in sampled_vars:
         return hooks.original("Distribution._sample")(
             self, sampled_vars, sample_inputs, rng_key
         )
@@ -503,6 +505,36 @@ def traced_distribution_sample(self, sampled_vars, sample_inputs, rng_key):
     )(tuple(operands) + (draw,))
     dice = Tensor(ops.sub(log_prob, ops.detach(log_prob)), inputs)
     return funsor.delta.Delta(value.name, point, dice)
+
+
+def _traced_transformed_sample(self, sampled_vars, sample_inputs, rng_key):
+    """``Distribution._sample`` of a transformed value (funsor's form of a
+    backend ``TransformedDistribution``: the base distribution over
+    ``transform(value)``) while tracing: a draw from the base distribution,
+    mapped through the inverse funsor solves for (ops such as ``exp`` and
+    ``tanh``, or a backend transform recorded as one ``wrapped_transform``
+    op), as funsor's sampler draws it: the same numbers."""
+    base_name = "base_draw"
+    while base_name in self.inputs:
+        base_name = "_" + base_name
+    try:
+        name, point, _ = funsor.delta.solve(
+            self.value, Variable(base_name, self.value.output)
+        )
+    except (ValueError, AssertionError):  # funsor's solve cannot invert it
+        name = None
+    if name is None or name not in sampled_vars:
+        return hooks.original("Distribution._sample")(
+            self, sampled_vars, sample_inputs, rng_key
+        )
+    base = reflect.interpret(
+        type(self), *self._ast_values[:-1], Variable(base_name, self.value.output)
+    )
+    drawn = traced_distribution_sample(
+        base, frozenset([base_name]), sample_inputs, rng_key
+    )
+    ((_, (base_point, dice)),) = drawn.terms
+    return funsor.delta.Delta(name, point(**{base_name: base_point}), dice)
 
 
 def _has_rsample(dist_class, names, operands, event_rank):
