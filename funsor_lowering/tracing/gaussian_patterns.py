@@ -38,6 +38,7 @@ from funsor.domains import Bint, Real, Reals
 from funsor.gaussian import Gaussian
 from funsor.interpretations import reflect
 from funsor.interpreter import gensym
+from funsor.registry import KeyedRegistry
 from funsor.tensor import Tensor, get_default_prototype
 from funsor.terms import (
     Binary,
@@ -278,26 +279,51 @@ def _array_of(value):
 
 
 # ----------------------------------------------------------------- patterns
+# Term patterns, matched by funsor's type dispatch as funsor's own eager
+# patterns are: (term class, argument types) -> the evaluation, or None.
+_PATTERNS = KeyedRegistry(default=lambda *args: None)
+_GAUSSIAN_SUM_TERMS = [Gaussian, Tensor, Number]  # variadic: any number of them
+
+
 def interpret(cls, *args):
     """The ops-only evaluation of term ``cls(*args)``, or ``None``."""
-    if cls is Binary and isinstance(args[0], ops.AddOp):
-        if isinstance(args[1], Gaussian) and isinstance(args[2], Gaussian):
-            return add(args[1], args[2])
-    elif cls is Cat and all(_split_mixture(p) is not None for p in args[1]):
-        return cat(*args)
-    elif cls is Subs and isinstance(args[0], Gaussian):
-        return substitute(args[0], args[1])
-    elif cls is Reduce and isinstance(args[1], Gaussian):
-        return reduce(args[0], (args[1],), args[2])
-    elif cls is Contraction and any(isinstance(t, Gaussian) for t in args[3:]):
-        red_op, bin_op, reduced, *terms = args
-        if isinstance(bin_op, ops.AddOp) and all(
-            isinstance(t, (Gaussian, Tensor, Number)) for t in terms
-        ):
-            if isinstance(red_op, ops.NullOp):
-                return None  # a lazy sum: nothing to compute
-            return reduce(red_op, terms, reduced)
+    return _PATTERNS(cls, *args)
+
+
+@_PATTERNS.register(Binary, ops.AddOp, Gaussian, Gaussian)
+def _add_pattern(op, lhs, rhs):
+    return add(lhs, rhs)
+
+
+@_PATTERNS.register(Cat, str, tuple, str)
+def _cat_pattern(name, parts, part_name):
+    if all(_split_mixture(p) is not None for p in parts):
+        return cat(name, parts, part_name)
     return None
+
+
+@_PATTERNS.register(Subs, Gaussian, tuple)
+def _subs_pattern(gaussian, subs):
+    return substitute(gaussian, subs)
+
+
+@_PATTERNS.register(Reduce, ops.Op, Gaussian, frozenset)
+def _reduce_pattern(op, gaussian, reduced):
+    return reduce(op, (gaussian,), reduced)
+
+
+@_PATTERNS.register(
+    Contraction, ops.AssociativeOp, ops.AddOp, frozenset, _GAUSSIAN_SUM_TERMS
+)
+def _contraction_pattern(red_op, bin_op, reduced, *terms):
+    if any(isinstance(t, Gaussian) for t in terms):
+        return reduce(red_op, terms, reduced)
+    return None
+
+
+@_PATTERNS.register(Contraction, ops.NullOp, ops.AddOp, frozenset, _GAUSSIAN_SUM_TERMS)
+def _lazy_sum_pattern(red_op, bin_op, reduced, *terms):
+    return None  # a lazy sum: nothing to compute
 
 
 def add(lhs, rhs):
@@ -318,17 +344,27 @@ def _split_mixture(part):
     """``(tensor or None, gaussian)`` of a Gaussian or ``Tensor + Gaussian``."""
     if isinstance(part, Gaussian):
         return None, part
-    if (
-        isinstance(part, Contraction)
-        and isinstance(part.red_op, ops.NullOp)
-        and isinstance(part.bin_op, ops.AddOp)
-        and len(part.terms) == 2
-    ):
-        tensors = [t for t in part.terms if isinstance(t, Tensor)]
-        gaussians = [t for t in part.terms if isinstance(t, Gaussian)]
-        if len(tensors) == len(gaussians) == 1:
-            return tensors[0], gaussians[0]
+    if isinstance(part, Contraction):
+        return _MIXTURES(Contraction, *part._ast_values)
     return None
+
+
+# ``Tensor + Gaussian`` as funsor's normal form holds it
+_MIXTURES = KeyedRegistry(default=lambda *args: None)
+
+
+@_MIXTURES.register(
+    Contraction, ops.NullOp, ops.AddOp, frozenset, tuple[Tensor, Gaussian]
+)
+def _tensor_plus_gaussian(red_op, bin_op, reduced, terms):
+    return terms
+
+
+@_MIXTURES.register(
+    Contraction, ops.NullOp, ops.AddOp, frozenset, tuple[Gaussian, Tensor]
+)
+def _gaussian_plus_tensor(red_op, bin_op, reduced, terms):
+    return terms[::-1]
 
 
 def cat(name, parts, part_name):
