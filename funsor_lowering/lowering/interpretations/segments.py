@@ -65,6 +65,7 @@ from funsor.interpreter import (
     push_interpretation,
 )
 from funsor.montecarlo import extract_samples
+from funsor.registry import KeyedRegistry
 from funsor.tensor import Tensor
 from funsor.terms import (
     Approximate,
@@ -117,9 +118,21 @@ LAZY_TERMS = weakref.WeakValueDictionary()
 
 def is_segment_value(term):
     """Whether ``term`` is a segment output (named by ``Bint`` indexing)."""
-    while isinstance(term, Binary) and isinstance(term.op, ops.GetitemOp):
-        term = term.lhs
-    return isinstance(term, Finitary) and isinstance(term.op, SegmentOutputOp)
+    return _SEGMENT_VALUES(type(term), *term._ast_values)
+
+
+# segment outputs, as funsor term patterns: (term class, argument types)
+_SEGMENT_VALUES = KeyedRegistry(default=lambda *args: False)
+
+
+@_SEGMENT_VALUES.register(Finitary, SegmentOutputOp, tuple)
+def _segment_output(op, args):
+    return True
+
+
+@_SEGMENT_VALUES.register(Binary, ops.GetitemOp, Funsor, Funsor)
+def _indexed_segment_output(op, lhs, rhs):
+    return is_segment_value(lhs)
 
 
 @extract_samples.register(Finitary)
