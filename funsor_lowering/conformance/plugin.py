@@ -12,10 +12,12 @@ which its source distribution leaves out: it selects the backend named by
 ``FUNSOR_BACKEND``, and before each test seeds the random generators and
 sets double precision (torch's default dtype, jax's x64 mode).
 
-The report has one JSON line per test: its outcome, the first line of its
-error, and how many wrapped calls compiled a program, ran a cached one, or
-ran as written (under ``lazy``, ``reflect`` ... or inside another wrapped
-call being traced).
+The report has a first line ``{"collected": N}``, then one JSON line per
+test, written as soon as the test finishes (a run stopped at a time limit
+keeps the tests it finished): its outcome, the first line of its error,
+its seconds, and how many wrapped calls compiled a program, ran a cached
+one, or ran as written (under ``lazy``, ``reflect`` ... or inside another
+wrapped call being traced).
 """
 
 import json
@@ -96,10 +98,10 @@ def pytest_runtest_call(item):
 
 
 def pytest_runtest_logreport(report):
-    outcomes = _outcomes_of(report)
-    if outcomes is None:
+    record = _record(report.nodeid)
+    if record is None:
         return
-    record = outcomes.setdefault(report.nodeid, {"outcome": "passed", "error": ""})
+    record["seconds"] = round(record.get("seconds", 0.0) + report.duration, 3)
     if report.outcome == "failed" and record["outcome"] != "failed":
         record["outcome"] = "failed"
         crash = getattr(report.longrepr, "reprcrash", None)
@@ -114,28 +116,38 @@ def pytest_runtest_logreport(report):
 _CONFIG = []
 
 
-def _outcomes_of(report):
-    return _CONFIG[0]._funsor_lowering_outcomes if _CONFIG else None
+def _record(nodeid):
+    if not _CONFIG:
+        return None
+    outcomes = _CONFIG[0]._funsor_lowering_outcomes
+    return outcomes.setdefault(nodeid, {"outcome": "passed", "error": ""})
+
+
+def _write(record):
+    path = _CONFIG[0].getoption("funsor_lowering_report") if _CONFIG else None
+    if path:
+        with open(path, "a") as out:
+            out.write(json.dumps(record) + "\n")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session):
     _CONFIG[:] = [session.config]
+    path = session.config.getoption("funsor_lowering_report")
+    if path:
+        open(path, "w").close()
+
+
+def pytest_collection_finish(session):
+    _write({"collected": len(session.items)})
 
 
 def pytest_runtest_teardown(item, nextitem):
     calls = getattr(item, "_funsor_lowering_calls", None)
     if calls is not None:
-        record = item.config._funsor_lowering_outcomes.setdefault(
-            item.nodeid, {"outcome": "passed", "error": ""}
-        )
-        record.update(calls)
+        _record(item.nodeid).update(calls)
 
 
-def pytest_sessionfinish(session):
-    path = session.config.getoption("funsor_lowering_report")
-    if not path:
-        return
-    with open(path, "w") as out:
-        for nodeid, record in session.config._funsor_lowering_outcomes.items():
-            out.write(json.dumps({"test": nodeid, **record}) + "\n")
+def pytest_runtest_logfinish(nodeid, location):
+    # each test's record as soon as its teardown is reported
+    _write({"test": nodeid, **_record(nodeid)})

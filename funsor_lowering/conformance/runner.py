@@ -22,6 +22,7 @@ import tarfile
 import tempfile
 import time
 from collections import Counter
+from typing import NamedTuple
 
 import funsor
 
@@ -54,26 +55,37 @@ def funsor_tests(cache=DEFAULT_CACHE, version=funsor.__version__):
     return tests
 
 
+class Run(NamedTuple):
+    """One pytest run of funsor's tests: ``{test id: record}`` of the tests
+    it finished, its seconds, how many tests it collected, and whether it
+    was stopped at the time limit."""
+
+    records: dict
+    seconds: float
+    collected: int
+    stopped: bool
+
+
 def run_suites(tests, backend, files=None, timeout=3600):
     """Run funsor's test files (all, or ``files``) on ``backend`` eagerly
-    and compiled, in two fresh pytest processes side by side; for each mode
-    ``({test id: record}, seconds)``, the records ``None`` where the run
-    was stopped at ``timeout`` seconds (pytest writes the report when its
-    session ends: a stopped run has none)."""
+    and compiled, in two fresh pytest processes side by side; a
+    :class:`Run` per mode. A run still going at ``timeout`` seconds is
+    stopped and keeps the tests it finished (the plugin writes each test's
+    record as it finishes)."""
     started = time.perf_counter()
     runs = {mode: _start(tests, backend, mode, files) for mode in MODES}
     results = {}
     for mode, (process, report) in runs.items():
         try:
             process.wait(timeout=max(1, timeout - (time.perf_counter() - started)))
-            records = _read_report(report)
+            stopped = False
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-            os.remove(report)
-            records = None
+            stopped = True
+        records, collected = _read_report(report)
         seconds = time.perf_counter() - started
-        results[mode] = (records, seconds)
+        results[mode] = Run(records, seconds, collected, stopped)
     return results
 
 
@@ -98,13 +110,31 @@ def _start(tests, backend, mode, files):
 
 
 def _read_report(report):
-    records = {}
+    """``({test id: record}, number collected)`` from a plugin report."""
+    records, collected = {}, 0
     with open(report) as lines:
         for line in lines:
             record = json.loads(line)
-            records[record.pop("test")] = record
+            if "collected" in record:
+                collected = record["collected"]
+            else:
+                records[record.pop("test")] = record
     os.remove(report)
-    return records
+    return records, collected
+
+
+def finished_in_both(runs):
+    """The eager and compiled records, cut to the tests both runs finished
+    where one was stopped (a test the stopped run never reached is not a
+    failure)."""
+    eager, compiled = runs["eager"].records, runs["compiled"].records
+    if not any(run.stopped for run in runs.values()):
+        return eager, compiled
+    both = eager.keys() & compiled.keys()
+    return (
+        {t: r for t, r in eager.items() if t in both},
+        {t: r for t, r in compiled.items() if t in both},
+    )
 
 
 def excluded(test, backend):
@@ -141,6 +171,40 @@ def compare(eager, compiled, backend):
     return files, regressions, unexpected, stale
 
 
+def summarize(backend, runs, timeout):
+    """Print one backend's result; ``(result for markdown, failed)``."""
+    eager, compiled = finished_in_both(runs)
+    stopped = [m for m in MODES if runs[m].stopped]
+    if not eager:
+        print(f"{backend}: no test finished in both runs: no results")
+        return None, True
+    files, regressions, unexpected, stale = compare(eager, compiled, backend)
+    partial = None
+    if stopped:
+        partial = (len(eager), runs["eager"].collected, timeout)
+        print(
+            f"{backend}: STOPPED at the time limit ({timeout:.0f} s) before the "
+            f"{' and '.join(stopped)} run finished; {len(eager)} of "
+            f"{runs['eager'].collected} tests finished in both runs",
+            flush=True,
+        )
+    eager_s, compiled_s = runs["eager"].seconds, runs["compiled"].seconds
+    total = sum(files.values(), Counter())
+    print(
+        f"{backend}: {total['tests']} tests, {total['eager']} pass eagerly, "
+        f"{total['compiled']} of them compiled ({total['excluded']} excluded, "
+        f"{total['unexpected']} unexpected failures); "
+        f"{eager_s:.0f} s eager, {compiled_s:.0f} s compiled",
+        flush=True,
+    )
+    for test, error in unexpected:
+        print(f"  UNEXPECTED {test}: {error}")
+    for test in stale:
+        print(f"  passes now, remove its exclusion: {test}")
+    result = (files, regressions, unexpected, eager_s, compiled_s, partial)
+    return result, bool(stopped) or bool(unexpected)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m funsor_lowering conformance")
     parser.add_argument("--backend", nargs="+", choices=BACKENDS, default=BACKENDS)
@@ -163,32 +227,8 @@ def main(argv=None):
     failed = False
     for backend in args.backend:
         runs = run_suites(tests, backend, args.files, args.timeout)
-        (eager, eager_s), (compiled, compiled_s) = runs["eager"], runs["compiled"]
-        if eager is None or compiled is None:
-            stopped = [m for m in MODES if runs[m][0] is None]
-            print(
-                f"{backend}: STOPPED at the time limit ({args.timeout:.0f} s) "
-                f"before the {' and '.join(stopped)} run finished: no results",
-                flush=True,
-            )
-            results[backend] = None
-            failed = True
-            continue
-        files, regressions, unexpected, stale = compare(eager, compiled, backend)
-        results[backend] = (files, regressions, unexpected, eager_s, compiled_s)
-        total = sum(files.values(), Counter())
-        print(
-            f"{backend}: {total['tests']} tests, {total['eager']} pass eagerly, "
-            f"{total['compiled']} of them compiled ({total['excluded']} excluded, "
-            f"{total['unexpected']} unexpected failures); "
-            f"{eager_s:.0f} s eager, {compiled_s:.0f} s compiled",
-            flush=True,
-        )
-        for test, error in unexpected:
-            print(f"  UNEXPECTED {test}: {error}")
-        for test in stale:
-            print(f"  passes now, remove its exclusion: {test}")
-        failed = failed or bool(unexpected) or not eager
+        results[backend], backend_failed = summarize(backend, runs, args.timeout)
+        failed = failed or backend_failed
     if args.write:
         pathlib.Path(args.write).write_text(markdown(results, funsor.__version__))
     return 1 if args.check and failed else 0
@@ -222,16 +262,26 @@ def markdown(results, version):
                 f"## {backend}",
                 "",
                 "Not in the last run: it was stopped at the time limit "
-                "(`--timeout`) before funsor's suite finished.",
+                "(`--timeout`) before any test finished in both runs.",
                 "",
             ]
             continue
-        files, regressions, unexpected, eager_s, compiled_s = result
+        files, regressions, unexpected, eager_s, compiled_s, partial = result
         lines += [
             f"## {backend}",
             "",
             f"Eager run {eager_s:.0f} s, compiled run {compiled_s:.0f} s.",
             "",
+        ]
+        if partial:
+            finished, collected, limit = partial
+            lines += [
+                f"Stopped at the time limit ({limit:.0f} s): the rows count the "
+                f"{finished} of {collected} collected tests that finished in "
+                "both runs.",
+                "",
+            ]
+        lines += [
             header,
             "|---|---:|---:|---:|---:|---:|---:|",
         ]
