@@ -25,6 +25,8 @@ import funsor.interpreter
 import funsor.optimizer
 import funsor.recipes
 import funsor.sum_product
+import funsor.tensor
+import funsor.terms
 from funsor.adjoint import AdjointTape
 from funsor.delta import Delta
 from funsor.distribution import Distribution
@@ -41,7 +43,6 @@ from ..ops.hooks import (  # noqa: F401  (the mechanism, for callers of this mod
     hook_method,
     hook_pattern,
     hook_registered,
-    hook_shape_rule,
     installed,
     no_attribute,
     no_conversion,
@@ -51,7 +52,6 @@ from ..ops.hooks import (  # noqa: F401  (the mechanism, for callers of this mod
     shape_rule_replacements,
     with_package_shape_rules,
 )
-from ..ops.shapes import SHAPE_RULES
 
 
 class ContextStack:
@@ -188,8 +188,9 @@ def _install():
         "funsor.adjoint",
         "adjoint_contract_generic",
     )
-    for op_type in SHAPE_RULES:
-        hook_shape_rule(op_type)
+    for owner in (funsor.terms, funsor.tensor):  # SHAPE_RULE_HOOKS
+        key = f"{owner.__name__.split('.')[-1]}.find_domain"
+        hook_attribute(key, owner, "find_domain", "funsor.domains", "find_domain")
     add = _gaussian_add_pattern()
     hook_pattern(
         "eager Gaussian + Gaussian", eager, add, "funsor.gaussian", add.__name__

@@ -25,13 +25,13 @@ from collections import OrderedDict
 import funsor.tensor
 import numpy as np
 from funsor import ops
-from funsor.domains import find_domain
 from funsor.tensor import Tensor
 from funsor.terms import Binary, Finitary, Number, Unary
 
 from ..backends import array_backend
 from ..errors import IntermediateTooLargeError
 from ..ops.extra_ops import getslice_op
+from ..ops.shapes import find_domain
 from .driver import Lowered, build
 
 

@@ -22,6 +22,7 @@ import functools
 from funsor import domains, ops
 
 from .extra_ops import SplitKeyOp, getslice_op
+from .shapes import package_rule
 
 # funsor's shape rules for ops that act elementwise (or on trailing axes
 # only, like cholesky) and keep leading axes as they are.
@@ -53,6 +54,8 @@ def is_pointwise(op):
     """Whether ``op`` broadcasts over leading axes with no axis parameters."""
     if isinstance(op, _BATCHED_MATRIX_OPS):
         return True
+    if package_rule(type(op)) is not None:
+        return False
     rule = domains.find_domain.dispatch(type(op))
     return rule in _POINTWISE_RULES and not (AXIS_PARAMS & set(op.defaults))
 

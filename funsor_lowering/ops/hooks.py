@@ -9,9 +9,9 @@ Installing checks that each original is the function expected (by module
 and qualified name) and fails with an ``ImportError`` naming it otherwise
 (another funsor version than 0.4.8, or another library's patch).
 
-The package's shape rules are replacements of funsor's ``find_domain``
-(:func:`package_shape_rules`): lowering, compiling blocks and tracing select
-them; other funsor code keeps funsor's.
+The package's shape rules replace funsor's ``find_domain`` where funsor's
+term constructors look it up (:func:`package_shape_rules`): lowering,
+compiling blocks and tracing select them; other funsor code keeps funsor's.
 
 Example::
 
@@ -37,8 +37,7 @@ import functools
 import inspect
 import types
 
-from funsor.domains import find_domain
-
+from . import shapes
 from .shapes import SHAPE_RULES
 
 # key -> replacement in this context (a new dict each time one is selected)
@@ -155,25 +154,17 @@ def hook_function(key, function, module, qualname):
     _ORIGINALS[key], _INSTALLED[key] = original_fn, function
 
 
-def hook_shape_rule(op_type):
-    """Hook ``find_domain`` for ``op_type`` (and subclasses without a rule of
-    their own): funsor's rule, unless this context selects the package's
-    (:func:`package_shape_rules`)."""
-    key = f"find_domain.{op_type.__name__}"
-    original_fn = find_domain.dispatch(op_type)
-    hook = _hook(key, original_fn)
-    find_domain.register(op_type)(hook)
-    _ORIGINALS[key], _INSTALLED[key] = original_fn, hook
+# Where funsor's term constructors look up ``find_domain`` (``Unary``,
+# ``Binary``, ``Finitary`` in funsor.terms; a Tensor's dtype in funsor.tensor).
+SHAPE_RULE_HOOKS = ("terms.find_domain", "tensor.find_domain")
 
 
 def shape_rule_replacements():
     """The replacements selecting the package's shape rules
-    (:data:`~funsor_lowering.ops.shapes.SHAPE_RULES`) over funsor's, and the
+    (:func:`~funsor_lowering.ops.shapes.find_domain`) over funsor's, and the
     cons-hash keys that keep the terms they build apart
     (:func:`_hash_key_with_package_rules`)."""
-    replacements = {
-        f"find_domain.{t.__name__}": rule for t, rule in SHAPE_RULES.items()
-    }
+    replacements = dict.fromkeys(SHAPE_RULE_HOOKS, shapes.find_domain)
     replacements["reflect.make_hash_key"] = _hash_key_with_package_rules
     return replacements
 

@@ -8,15 +8,16 @@ where funsor 0.4.8 lacks or mis-infers them:
   ``new_zeros`` and ``new_full`` fell back to the pointwise rule and kept
   the input shape.
 
-:data:`SHAPE_RULES` maps each op type to its rule. They are in effect only
-in the package's own work (compiling blocks, tracing, lowering): funsor
-code elsewhere in the process keeps funsor's rules (:mod:`..hooks` installs
-them as context-dependent hooks). :func:`permutation_dims` reads the axis
-order a ``permute`` or ``transpose`` applies.
+:data:`SHAPE_RULES` maps each op type to its rule; :func:`find_domain`
+is funsor's with these first. They are in effect only in the package's
+own work (compiling blocks, tracing, lowering), where funsor's term
+constructors call :func:`find_domain` (:mod:`..hooks`, one hook):
+funsor code elsewhere in the process keeps funsor's rules.
+:func:`permutation_dims` reads the axis order a ``permute`` or
+``transpose`` applies.
 
 Example::
 
-    >>> from funsor import ops
     >>> from funsor.domains import Reals
     >>> SHAPE_RULES[ops.ReductionOp](ops.SumOp(axis=0), Reals[2, 3])
     Reals[3]
@@ -24,10 +25,39 @@ Example::
     Reals[3,2]
 """
 
-from funsor import ops
+from funsor import domains, ops
 from funsor.domains import Array, ArrayType
 
 SHAPE_RULES = {}  # op type -> find_domain rule, used in the package's own work
+
+
+def package_rule(op_type):
+    """The package's shape rule for ``op_type``, or ``None`` where funsor's
+    applies: the nearest class in its MRO with a rule of either, the
+    package's first (as ``functools.singledispatch`` would pick among both
+    tables)."""
+    for cls in op_type.__mro__:
+        if cls in SHAPE_RULES:
+            return SHAPE_RULES[cls]
+        if cls in domains.find_domain.registry:
+            return None
+    return None
+
+
+def find_domain(op, *arg_domains):
+    """``funsor.domains.find_domain`` with the package's rules first: the
+    domain the package's programs give ``op(*arg_domains)``.
+
+    >>> from funsor.domains import Reals
+    >>> find_domain(ops.SumOp(axis=0), Reals[2, 3])  # funsor's: Real
+    Reals[3]
+    >>> find_domain(ops.exp, Reals[2])  # funsor's rule
+    Reals[2]
+    """
+    rule = package_rule(type(op))
+    if rule is None:
+        return domains.find_domain(op, *arg_domains)
+    return rule(op, *arg_domains)
 
 
 def _rule_for(*op_types):
