@@ -25,7 +25,6 @@ import funsor.interpreter
 import funsor.optimizer
 import funsor.recipes
 import funsor.sum_product
-import funsor.tensor
 import funsor.terms
 from funsor.adjoint import AdjointTape
 from funsor.delta import Delta
@@ -188,9 +187,13 @@ def _install():
         "funsor.adjoint",
         "adjoint_contract_generic",
     )
-    for owner in (funsor.terms, funsor.tensor):  # SHAPE_RULE_HOOKS
-        key = f"{owner.__name__.split('.')[-1]}.find_domain"
-        hook_attribute(key, owner, "find_domain", "funsor.domains", "find_domain")
+    hook_attribute(
+        "terms.find_domain",
+        funsor.terms,
+        "find_domain",
+        "funsor.domains",
+        "find_domain",
+    )
     add = _gaussian_add_pattern()
     hook_pattern(
         "eager Gaussian + Gaussian", eager, add, "funsor.gaussian", add.__name__

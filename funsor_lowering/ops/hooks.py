@@ -154,19 +154,16 @@ def hook_function(key, function, module, qualname):
     _ORIGINALS[key], _INSTALLED[key] = original_fn, function
 
 
-# Where funsor's term constructors look up ``find_domain`` (``Unary``,
-# ``Binary``, ``Finitary`` in funsor.terms; a Tensor's dtype in funsor.tensor).
-SHAPE_RULE_HOOKS = ("terms.find_domain", "tensor.find_domain")
-
-
 def shape_rule_replacements():
     """The replacements selecting the package's shape rules
     (:func:`~funsor_lowering.ops.shapes.find_domain`) over funsor's, and the
     cons-hash keys that keep the terms they build apart
     (:func:`_hash_key_with_package_rules`)."""
-    replacements = dict.fromkeys(SHAPE_RULE_HOOKS, shapes.find_domain)
-    replacements["reflect.make_hash_key"] = _hash_key_with_package_rules
-    return replacements
+    return {
+        # where funsor's Unary, Binary and Finitary find their domains
+        "terms.find_domain": shapes.find_domain,
+        "reflect.make_hash_key": _hash_key_with_package_rules,
+    }
 
 
 _RULED_OPS = tuple(SHAPE_RULES)
