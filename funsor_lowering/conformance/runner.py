@@ -253,56 +253,56 @@ def markdown(results, version):
         "- *excluded*: fail compiled, named with a reason below.",
         "",
     ]
-    header = (
-        "| file | tests | eager | compiled | ran compiled | excluded | unexpected |"
-    )
     for backend, result in results.items():
-        if result is None:
-            lines += [
-                f"## {backend}",
-                "",
-                "Not in the last run: it was stopped at the time limit "
-                "(`--timeout`) before any test finished in both runs.",
-                "",
-            ]
-            continue
-        files, regressions, unexpected, eager_s, compiled_s, partial = result
-        lines += [
-            f"## {backend}",
-            "",
-            f"Eager run {eager_s:.0f} s, compiled run {compiled_s:.0f} s.",
-            "",
-        ]
-        if partial:
-            finished, collected, limit = partial
-            lines += [
-                f"Stopped at the time limit ({limit:.0f} s): the rows count the "
-                f"{finished} of {collected} collected tests that finished in "
-                "both runs.",
-                "",
-            ]
-        lines += [
-            header,
-            "|---|---:|---:|---:|---:|---:|---:|",
-        ]
-        total = Counter()
-        for name in sorted(files):
-            row = files[name]
-            total += row
-            lines.append(_row(name, row))
-        lines.append(_row("**total**", total))
-        lines.append("")
-        if regressions or unexpected:
-            lines += ["Failing compiled:", ""]
-            for test, error in regressions + unexpected:
-                lines.append(f"- `{test}`: {_without_paths(error)[:160]}")
-            lines.append("")
+        lines += _backend_section(backend, result)
     lines += ["## Exclusions", ""]
     if not EXCLUDED:
         lines.append("None.")
     for pattern, (backends, reason) in EXCLUDED.items():
         lines.append(f"- `{pattern}` ({', '.join(backends)}): {reason}")
     return "\n".join(lines) + "\n"
+
+
+def _backend_section(backend, result):
+    """One backend's table (and its failures) for :func:`markdown`."""
+    if result is None:
+        return [
+            f"## {backend}",
+            "",
+            "Not in the last run: it was stopped at the time limit "
+            "(`--timeout`) before any test finished in both runs.",
+            "",
+        ]
+    files, regressions, unexpected, eager_s, compiled_s, partial = result
+    lines = [
+        f"## {backend}",
+        "",
+        f"Eager run {eager_s:.0f} s, compiled run {compiled_s:.0f} s.",
+        "",
+    ]
+    if partial:
+        finished, collected, limit = partial
+        lines += [
+            f"Stopped at the time limit ({limit:.0f} s): the rows count the "
+            f"{finished} of {collected} collected tests that finished in "
+            "both runs.",
+            "",
+        ]
+    lines += [
+        "| file | tests | eager | compiled | ran compiled | excluded | unexpected |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    total = Counter()
+    for name in sorted(files):
+        total += files[name]
+        lines.append(_row(name, files[name]))
+    lines += [_row("**total**", total), ""]
+    if regressions or unexpected:
+        lines += ["Failing compiled:", ""]
+        for test, error in regressions + unexpected:
+            lines.append(f"- `{test}`: {_without_paths(error)[:160]}")
+        lines.append("")
+    return lines
 
 
 def _without_paths(message):
