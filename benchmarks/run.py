@@ -332,6 +332,11 @@ SCALE = (
         "benchmarks.first_use",
         "RESULTS_first_use.md",
     ),
+    (
+        "One log-space contraction step",
+        "benchmarks.logspace_steps",
+        "RESULTS_logspace_steps.md",
+    ),
 )
 
 

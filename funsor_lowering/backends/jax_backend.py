@@ -6,6 +6,7 @@ import funsor
 if funsor.get_backend() != "jax":
     funsor.set_backend("jax")
 
+import functools  # noqa: E402
 import math  # noqa: E402
 import typing  # noqa: E402
 
@@ -24,6 +25,11 @@ from ..ops.extra_ops import (  # noqa: E402
     qr_project,
     relu,
     split_key,
+)
+from ..ops.logspace_einsum import (  # noqa: E402
+    ArrayFunctions,
+    logspace_einsum,
+    logspace_einsum_with,
 )
 from ..ops.symbolic import SymbolicArray  # noqa: E402
 from ..runtime.entry import SelfCheckingJit  # noqa: E402
@@ -198,6 +204,47 @@ hooks.install_jax_hooks()
 
 
 relu.register(_funsor_jax_arrays)(jax.nn.relu)
+
+
+def _jax_if_any(inaccurate, recompute, like):
+    # one path or the other at run time, under jit too
+    return jax.lax.cond(
+        inaccurate.any(), recompute, lambda: jnp.zeros(like.shape, like.dtype)
+    )
+
+
+def _jax_smallest_accurate(x):
+    info = jnp.finfo(x.dtype)
+    return info.tiny / info.eps
+
+
+_JAX_FUNCTIONS = ArrayFunctions(
+    einsum=jnp.einsum,
+    matmul=jnp.matmul,
+    permute=jnp.transpose,
+    amax=lambda x, axes: jnp.max(x, axes, keepdims=True),
+    logsumexp=logsumexp,
+    where=jnp.where,
+    isfinite=jnp.isfinite,
+    exp=jnp.exp,
+    log=jnp.log,
+    stop_gradient=jax.lax.stop_gradient,
+    smallest_accurate=_jax_smallest_accurate,
+    if_any=_jax_if_any,
+)
+
+
+@logspace_einsum.register(typing.Tuple[typing.Union[_funsor_jax_arrays], ...])  # noqa: UP006, UP007
+def _logspace_einsum(operands, equation):
+    return logspace_einsum_jitted(equation)(*operands)
+
+
+@functools.lru_cache(maxsize=256)
+def logspace_einsum_jitted(equation):
+    """``logspace_einsum`` of one equation as one jitted function."""
+    return jax.jit(
+        lambda *operands: logspace_einsum_with(_JAX_FUNCTIONS, operands, equation)
+    )
 
 
 @split_key.register(_funsor_jax_arrays)

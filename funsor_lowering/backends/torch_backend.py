@@ -28,6 +28,7 @@ from ..ops.extra_ops import (
     triangular_solve_vectors,
     vecdot,
 )
+from ..ops.logspace_einsum import ArrayFunctions, logspace_einsum, logspace_einsum_with
 from ..ops.symbolic import BACKEND_FUNCTIONS
 from ..runtime.literals import python_literal
 from .base import ArrayBackend, nested_outputs, signature_of
@@ -387,6 +388,39 @@ def _same_floating_dtype(x, y):
 
 
 relu.register(torch.Tensor)(torch.relu)
+
+
+def _torch_if_any(inaccurate, recompute, like):
+    # torch.jit.trace records one path of a Python branch: take both
+    if torch.jit.is_tracing() or inaccurate.any():
+        return recompute()
+    return None
+
+
+def _torch_smallest_accurate(x):
+    info = torch.finfo(x.dtype)
+    return info.tiny / info.eps
+
+
+_TORCH_FUNCTIONS = ArrayFunctions(
+    einsum=torch.einsum,
+    matmul=torch.matmul,
+    permute=torch.permute,
+    amax=lambda x, axes: torch.amax(x, axes, keepdim=True),
+    logsumexp=logsumexp,
+    where=torch.where,
+    isfinite=torch.isfinite,
+    exp=torch.exp,
+    log=torch.log,
+    stop_gradient=torch.Tensor.detach,
+    smallest_accurate=_torch_smallest_accurate,
+    if_any=_torch_if_any,
+)
+
+
+@logspace_einsum.register(typing.Tuple[torch.Tensor, ...])  # noqa: UP006
+def _logspace_einsum(operands, equation):
+    return logspace_einsum_with(_TORCH_FUNCTIONS, operands, equation)
 
 
 @vecdot.register(torch.Tensor, torch.Tensor)

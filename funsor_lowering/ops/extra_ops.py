@@ -5,6 +5,8 @@ neutral array syntax, with shape rules. Funsor evaluates them like any op.
   (an HMM's), which backends that run loops fast (jax: ``lax.scan``) get
   in place of a log-depth parallel scan; ``logsumexp_scan_emitting((alpha,
   steps, emissions))`` adds an emission after each step.
+- ``logspace_einsum(operands, equation)``: a log-space contraction as
+  max-shifted matrix products (:mod:`.logspace_einsum`).
 - ``take(x, index)``: ``x[index]``, rows of ``x`` picked by an integer array
   (the one gather a lowered program needs; funsor's ``GetitemOp`` means a
   scalar index whose batch dims are named, so it cannot express this).
@@ -30,6 +32,8 @@ Example::
 import numpy as np
 from funsor import ops
 from funsor.domains import Array, find_domain
+
+from .logspace_einsum import LogspaceEinsumOp, logspace_einsum
 
 
 @ops.BinaryOp.make(module_name="funsor_lowering.ops.extra_ops")
@@ -214,6 +218,7 @@ __all__ = [
     "DistributionLogProbOp",
     "DistributionSampleOp",
     "ImagPartOp",
+    "LogspaceEinsumOp",
     "LogsumexpScanEmittingOp",
     "LogsumexpScanOp",
     "QrProjectOp",
@@ -228,6 +233,7 @@ __all__ = [
     "categorical_sample",
     "distribution_log_prob",
     "distribution_sample",
+    "logspace_einsum",
     "logsumexp_scan",
     "logsumexp_scan_emitting",
     "qr_project",

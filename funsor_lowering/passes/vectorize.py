@@ -74,7 +74,13 @@ from funsor import ops
 from ..ir.editor import Editor, PassResult
 from ..ir.program import ValueType, array_backend
 from ..ir.structure import map_leaves
-from ..ops.extra_ops import RANDOM_OP_TYPES, TakeOp, getslice_op, take
+from ..ops.extra_ops import (
+    RANDOM_OP_TYPES,
+    LogspaceEinsumOp,
+    TakeOp,
+    getslice_op,
+    take,
+)
 from ..ops.op_rules import OpRules
 from .cat_slices import as_slice
 
@@ -612,7 +618,7 @@ def _align(editor, ref, member_type, rank, n):
     )
 
 
-@batch_rule(ops.EinsumOp)
+@batch_rule(ops.EinsumOp, LogspaceEinsumOp)
 def _einsum(b):
     op, flags, batched_type = b.op, b.flags, b.batched_type
     inputs, output = op.defaults["equation"].split("->")
@@ -622,7 +628,7 @@ def _einsum(b):
         return None
     b = free[0]
     subscripts = [b + s if f else s for s, f in zip(inputs.split(","), flags)]
-    new_op = ops.EinsumOp(equation=",".join(subscripts) + "->" + b + output)
+    new_op = type(op)(equation=",".join(subscripts) + "->" + b + output)
 
     def run(editor, refs):
         return editor.emit(new_op, refs, True, batched_type)

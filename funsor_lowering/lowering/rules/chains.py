@@ -47,12 +47,14 @@ from ...ops.extra_ops import (
     logsumexp_scan_emitting,
     take,
 )
+from ...ops.logspace_einsum import LogspaceEinsumOp
 from ..driver import Lowered
 from ..layout import (
     align,
     apply,
     apply_finitary,
     combine,
+    parametrized,
     permute,
     positions,
     reshape,
@@ -151,13 +153,15 @@ def lower_chain(chain, terms, names_reduced, separate=False):
     return _last_reduced(Lowered(scan, {order[-1]: domain}), names_reduced)
 
 
-def lower_chain_in_rounds(chain, terms, names_reduced):
+def lower_chain_in_rounds(chain, terms, names_reduced, broadcast_limit):
     """The chain ``find_chain`` found, lowered to log-depth rounds: its
     steps (emissions added) stacked once, the log-space matrix product of
     the stack taken pairwise, ``ceil(log2(steps))`` rounds of one batched
     ``add`` and ``logsumexp`` each, then the initial factor carried through
     the product. Where steps are separate factors, this is what a chain laid
-    out along a time dim gets from the planner's rounds."""
+    out along a time dim gets from the planner's rounds. A round whose
+    broadcast ``add`` would have more than ``broadcast_limit`` elements is one
+    ``logspace_einsum`` (matrix products in probability space) instead."""
     order, alpha, pairs, emissions, domain = _chain_steps(chain, terms)
     links = [order[t : t + 2] for t in range(len(pairs))]
     if all(e is not None for e in emissions):  # stacked too, added once
@@ -175,7 +179,7 @@ def lower_chain_in_rounds(chain, terms, names_reduced):
     else:
         pairs = _with_emissions(pairs, emissions)
         steps = stack_factors(pairs, links, domain.size, separate=True)
-    product = _product_in_rounds(steps, len(pairs), domain)
+    product = _product_in_rounds(steps, len(pairs), domain, broadcast_limit)
     through = Lowered(product, {order[0]: domain, order[-1]: domain})
     result = reduce_batch(
         ops.logaddexp, combine(ops.add, alpha, through), [order[0]], {order[0]: domain}
@@ -262,7 +266,7 @@ def stack_factors(lowereds, names, size, separate):
     return apply_finitary(ops.CatOp(axis=0), parts)
 
 
-def _product_in_rounds(steps, count, domain):
+def _product_in_rounds(steps, count, domain, broadcast_limit):
     """The log-space matrix product ``steps[0] @ ... @ steps[count - 1]`` of a
     stack of ``count`` steps (``[count, S, S]``), in rounds: each multiplies
     the steps pairwise (one batched step), an odd last one carried over."""
@@ -271,12 +275,18 @@ def _product_in_rounds(steps, count, domain):
         half = count // 2
         even = apply(getslice_op((slice(0, 2 * half, 2),)), steps)
         odd = apply(getslice_op((slice(1, 2 * half, 2),)), steps)
-        a = Lowered(even, {"_pair": Bint[half], "_from": d, "_via": d})
-        b = Lowered(odd, {"_pair": Bint[half], "_via": d, "_to": d})
-        pair = reduce_batch(
-            ops.logaddexp, combine(ops.add, a, b), ["_via"], {"_via": d}
-        )
-        paired = align(pair, ["_pair", "_from", "_to"])
+        if half * d.size**3 > broadcast_limit:
+            equation = "abc,acd->abd"
+            paired = apply_finitary(
+                parametrized(LogspaceEinsumOp, equation=equation), (even, odd)
+            )
+        else:
+            a = Lowered(even, {"_pair": Bint[half], "_from": d, "_via": d})
+            b = Lowered(odd, {"_pair": Bint[half], "_via": d, "_to": d})
+            pair = reduce_batch(
+                ops.logaddexp, combine(ops.add, a, b), ["_via"], {"_via": d}
+            )
+            paired = align(pair, ["_pair", "_from", "_to"])
         if count % 2:
             last = apply(getslice_op((slice(count - 1, count),)), steps)
             paired = apply_finitary(ops.CatOp(axis=0), (paired, last))

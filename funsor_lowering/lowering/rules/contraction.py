@@ -4,10 +4,10 @@
 - ``(add, mul)`` and ``(logaddexp, add)`` over terms without event shape:
   a contraction path planned once, here, by opt_einsum, then one step per
   pair of operands: an einsum for ``(add, mul)``; for ``(logaddexp, add)``
-  either broadcast ``add`` + ``logsumexp`` (small steps: fewest ops) or an
-  einsum in log space with the max-shift trick (large steps: each operand is
-  shifted by its max over the summed axes, exponentiated, contracted, and the
-  log of the result shifted back);
+  either broadcast ``add`` + ``logsumexp`` (small steps: fewest ops) or one
+  ``logspace_einsum`` (large steps: each operand shifted by its max over the
+  summed axes, exponentiated, contracted, and the log of the result shifted
+  back; entries that underflow recomputed in log space);
 - any other semiring pair (``(max, add)``, ``(min, add)``, ``(max, mul)``
   ...), or terms with event shapes: broadcast ``bin_op`` over the union of
   batch inputs, then an axis reduction with ``red_op``;
@@ -27,15 +27,14 @@ from funsor.ops import AssociativeOp
 from funsor.terms import Binary, Funsor, Reduce, Unary
 
 from ...backends import array_backend
+from ...ops.logspace_einsum import LogspaceEinsumOp
 from ...passes.vectorize import MIN_GROUP
 from ..driver import Lowered, build, lowering_rule
 from ..layout import (
     align,
-    apply,
     apply_finitary,
     combine,
     parametrized,
-    reshape,
     union_batch,
 )
 from .chains import (
@@ -48,12 +47,11 @@ from .elementwise import require_values
 from .reductions import lower_reduce, reduce_batch, unsupported_reduction
 from .trees import find_tree, levels_pay_off, lower_tree
 
-# The most negative float32; clamping a shift to it keeps exp(x - shift) from
-# being nan where x is -inf everywhere (-inf - -inf), in float32 and float64.
-_FLOAT32_MIN = -3.4028234663852886e38
 _LETTERS = string.ascii_letters
 # A log-space step whose broadcast product has at most this many elements is
-# lowered as add + logsumexp (3 ops) rather than a max-shifted einsum (~12).
+# lowered as add + logsumexp rather than one logspace_einsum, whose dozen
+# backend calls cost more on small arrays (crossover, measured in one thread:
+# numpy 4k to 32k elements, torch about 32k).
 BROADCAST_LIMIT = 1 << 14
 # Contractions of at most this many operands get opt_einsum's optimal path
 # (under 1 ms to plan, once per shapes); larger ones its greedy search, which
@@ -231,38 +229,16 @@ def einsum_step(operands, equation, names):
 
 
 def logspace_einsum_step(operands, equation, names):
-    """``log(einsum(exp(x - shift)...)) + shifts``: one step in log space."""
-    inputs, output = equation.split("->")
-    shifted, shifts = [], []
-    for operand, letters in zip(operands, inputs.split(",")):
-        axes = tuple(i for i, c in enumerate(letters) if c not in output)
-        if not axes:  # nothing summed out of this operand: add it afterwards
-            shifts.append(operand)
-            shifted.append(None)
-            continue
-        # the shift is a constant to differentiation (the result does not
-        # depend on it), as in funsor's and Pyro's log-space einsum
-        shift = apply(ops.detach, operand.expr)
-        shift = apply(ops.AmaxOp(axis=axes, keepdims=True), shift)
-        shift = apply(ops.ClampOp(min=_FLOAT32_MIN, max=None), shift)
-        shifted.append(apply(ops.exp, apply(ops.sub, operand.expr, shift)))
-        kept = {
-            n: d for n, d in operand.batch.items() if n in {names[c] for c in output}
-        }
-        shifts.append(
-            Lowered(reshape(shift, tuple(d.size for d in kept.values())), kept)
-        )
-    # Operands with nothing summed out are factored out of the einsum.
-    used = [(e, x) for e, x in zip(inputs.split(","), shifted) if x is not None]
-    letters = "".join(sorted(set("".join(e for e, _ in used)), key=equation.index))
-    out = "".join(c for c in output if c in letters)
-    result = apply_finitary(
-        ops.EinsumOp(equation=relabel(",".join(e for e, _ in used) + "->" + out)),
-        [x for _, x in used],
-    )
+    """One step in log space as one ``logspace_einsum``: a max-shifted
+    einsum in probability space, entries that underflow recomputed in log
+    space (:mod:`~funsor_lowering.ops.logspace_einsum`)."""
+    exprs = [o.expr for o in operands]
     batch = union_batch(*operands)
-    result = Lowered(apply(ops.log, result), {names[c]: batch[names[c]] for c in out})
-    return functools.reduce(functools.partial(combine, ops.add), shifts, result)
+    output = equation.split("->")[1]
+    result = apply_finitary(
+        parametrized(LogspaceEinsumOp, equation=relabel(equation)), exprs
+    )
+    return Lowered(result, {names[c]: batch[names[c]] for c in output})
 
 
 def broadcast_step(red_op, bin_op, operands, removed):
@@ -343,7 +319,7 @@ def contract_planned(red_op, bin_op, terms, names_reduced):
         and rounds_cost_less(chain, terms, backend.call_cost)
     ):
         # separate factors: stacked once, then log-depth rounds
-        return lower_chain_in_rounds(chain, terms, names_reduced)
+        return lower_chain_in_rounds(chain, terms, names_reduced, BROADCAST_LIMIT)
     tree = find_tree(terms, names_reduced) if logspace and chain is None else None
     if tree is not None and not batchable and levels_pay_off(tree):
         # separate factors on a tree: stacked once, then level by level
