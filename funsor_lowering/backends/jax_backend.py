@@ -27,6 +27,7 @@ from ..ops.extra_ops import (  # noqa: E402
     split_key,
 )
 from ..ops.logspace_einsum import (  # noqa: E402
+    NUMPY_FUNCTIONS,
     ArrayFunctions,
     logspace_einsum,
     logspace_einsum_with,
@@ -213,11 +214,6 @@ def _jax_if_any(inaccurate, recompute, like):
     )
 
 
-def _jax_smallest_accurate(x):
-    info = jnp.finfo(x.dtype)
-    return info.tiny / info.eps
-
-
 _JAX_FUNCTIONS = ArrayFunctions(
     einsum=jnp.einsum,
     matmul=jnp.matmul,
@@ -229,7 +225,7 @@ _JAX_FUNCTIONS = ArrayFunctions(
     exp=jnp.exp,
     log=jnp.log,
     stop_gradient=jax.lax.stop_gradient,
-    smallest_accurate=_jax_smallest_accurate,
+    smallest_accurate=NUMPY_FUNCTIONS.smallest_accurate,  # numpy dtypes
     if_any=_jax_if_any,
 )
 
