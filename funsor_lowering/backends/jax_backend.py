@@ -207,11 +207,8 @@ hooks.install_jax_hooks()
 relu.register(_funsor_jax_arrays)(jax.nn.relu)
 
 
-def _jax_if_any(inaccurate, recompute, like):
-    # one path or the other at run time, under jit too
-    return jax.lax.cond(
-        inaccurate.any(), recompute, lambda: jnp.zeros(like.shape, like.dtype)
-    )
+def _jax_branch(predicate, if_true, if_false):
+    return jax.lax.cond(predicate, if_true, if_false)  # under jit too
 
 
 _JAX_FUNCTIONS = ArrayFunctions(
@@ -226,7 +223,8 @@ _JAX_FUNCTIONS = ArrayFunctions(
     log=jnp.log,
     stop_gradient=jax.lax.stop_gradient,
     smallest_accurate=NUMPY_FUNCTIONS.smallest_accurate,  # numpy dtypes
-    if_any=_jax_if_any,
+    any=jnp.any,
+    branch=_jax_branch,
 )
 
 

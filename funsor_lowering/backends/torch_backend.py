@@ -390,11 +390,10 @@ def _same_floating_dtype(x, y):
 relu.register(torch.Tensor)(torch.relu)
 
 
-def _torch_if_any(inaccurate, recompute, like):
-    # torch.jit.trace records one path of a Python branch: take both
-    if torch.jit.is_tracing() or inaccurate.any():
-        return recompute()
-    return None
+def _torch_branch(predicate, if_true, if_false):
+    # torch.jit.trace records one path of a Python branch: if_true, right
+    # either way
+    return if_true() if torch.jit.is_tracing() or predicate else if_false()
 
 
 def _torch_smallest_accurate(x):
@@ -414,7 +413,8 @@ _TORCH_FUNCTIONS = ArrayFunctions(
     log=torch.log,
     stop_gradient=torch.Tensor.detach,
     smallest_accurate=_torch_smallest_accurate,
-    if_any=_torch_if_any,
+    any=torch.any,
+    branch=_torch_branch,
 )
 
 

@@ -53,10 +53,11 @@ class ArrayFunctions(NamedTuple):
     log: Callable
     stop_gradient: Callable
     smallest_accurate: Callable  # x -> the least product kept (its dtype's)
-    # (inaccurate, recompute, like) -> recompute() where any entry is
-    # inaccurate, else None (jax: zeros like ``like`` by ``lax.cond``; under
-    # torch.jit.trace, which records one path: always recompute)
-    if_any: Callable
+    any: Callable  # whether any entry is true
+    # (predicate, if_true, if_false): the call of one of the two functions
+    # (jax: lax.cond; under torch.jit.trace, which records one path of a
+    # Python branch: if_true, which is right either way)
+    branch: Callable
 
 
 class _Plan(NamedTuple):
@@ -188,23 +189,30 @@ def logspace_einsum_with(xp, operands, equation):
         shift = shift.reshape(tuple(1 if i is None else x.shape[i] for i in at))
         total_shift = shift if total_shift is None else total_shift + shift
     product = _contract(xp, plan, equation, shifted)
-    inaccurate = product < xp.smallest_accurate(product)
+    least = xp.smallest_accurate(product)
 
-    def in_log_space():
-        sizes, total = _sizes(plan, operands), None
-        for x, letters in zip(operands, plan.terms):
-            x = _laid_out(xp, x, letters, plan.full, sizes)
-            total = x if total is None else total + x
-        n = len(plan.full) - len(plan.output)
-        total = total.reshape(tuple(total.shape[: len(plan.output)]) + (-1,))
-        return xp.logsumexp(total, -1) if n else total[..., 0]
-
-    exact = xp.if_any(inaccurate, in_log_space, product)
-    if exact is None:  # every entry accurate: no 0 to take the log of
+    def accurate():
         return xp.log(product) + total_shift
-    # 1 where inaccurate: its log and gradient stay finite, and unused
-    fast = xp.log(xp.where(inaccurate, 1, product)) + total_shift
-    return xp.where(inaccurate, exact, fast)
+
+    def recomputed():  # the entries below ``least`` in log space
+        inaccurate = product < least
+        # 1 where inaccurate: its log and gradient stay finite, and unused
+        fast = xp.log(xp.where(inaccurate, 1, product)) + total_shift
+        return xp.where(inaccurate, _in_log_space(xp, plan, operands), fast)
+
+    # (not min(product) < least: a NaN entry would hide the others)
+    return xp.branch(xp.any(product < least), recomputed, accurate)
+
+
+def _in_log_space(xp, plan, operands):
+    """The contraction by a broadcast ``add`` and ``logsumexp``."""
+    sizes, total = _sizes(plan, operands), None
+    for x, letters in zip(operands, plan.terms):
+        x = _laid_out(xp, x, letters, plan.full, sizes)
+        total = x if total is None else total + x
+    n = len(plan.full) - len(plan.output)
+    total = total.reshape(tuple(total.shape[: len(plan.output)]) + (-1,))
+    return xp.logsumexp(total, -1) if n else total[..., 0]
 
 
 _SMALLEST_ACCURATE = {}  # numpy dtype -> the least product kept
@@ -225,8 +233,8 @@ def _numpy_logsumexp(x, axis):
         return np.log(np.sum(np.exp(x - shift), axis)) + np.squeeze(shift, axis)
 
 
-def _numpy_if_any(inaccurate, recompute, like):
-    return recompute() if inaccurate.any() else None
+def _numpy_branch(predicate, if_true, if_false):
+    return if_true() if predicate else if_false()
 
 
 def _numpy_log(x):
@@ -246,7 +254,8 @@ NUMPY_FUNCTIONS = ArrayFunctions(
     log=_numpy_log,
     stop_gradient=lambda x: x,
     smallest_accurate=_numpy_smallest_accurate,
-    if_any=_numpy_if_any,
+    any=np.any,
+    branch=_numpy_branch,
 )
 
 
