@@ -7,10 +7,10 @@ accuracy.
 contraction eager funsor computes. It runs as Pyro's ``torch_log`` einsum
 backend does: each operand shifted by its maximum over the summed axes,
 exponentiated, contracted by one ``einsum`` (a matrix product), and the log
-of the result shifted back. Where that loses accuracy (a product of shifted
-terms below the smallest normal number: rows hundreds of nats apart in
-float64, some 90 in float32), those entries are computed again in log
-space, by a broadcast ``add`` and ``logsumexp``; an entry that is ``-inf``
+of the result shifted back. Where that loses accuracy (a contracted entry
+below ``tiny / eps`` of its dtype, where terms go subnormal or to 0: rows
+some 700 nats apart in float64, 70 in float32), those entries are computed
+again in log space, by a broadcast ``add`` and ``logsumexp``; an entry that is ``-inf``
 in log space is ``-inf`` either way. Shifts are constants to
 differentiation, so gradients are eager funsor's.
 
