@@ -115,7 +115,7 @@ def test_rows_that_underflow_when_shifted_stay_finite(dtype):
 @pytest.mark.parametrize("scale", [1.0, 300.0])
 @pytest.mark.parametrize("equation", EQUATIONS)
 def test_gradients_are_eager_funsors(equation, scale):
-    # in the suite's float dtype; rows far apart take the log-space path
+    # in the suite's float dtype
     arrays = wide_arrays(equation, FLOAT_DTYPE, 3, scale, minus_infinity=False)
     named = {f"x{n}": x for n, x in enumerate(arrays)}
 
@@ -184,6 +184,18 @@ def test_compiled_contractions_vmap(logspace_steps_only):
     actual = program.vmap({k: 0 for k in arrays})(**stacked)
     expected = ops.stack([eager_value(expr, b) for b in batch])
     assert_matches(actual, expected)
+
+
+@pytest.mark.skipif(BACKEND == "numpy", reason="numpy has no autodiff")
+def test_gradients_where_shifting_underflows(logspace_steps_only):
+    """Through the entries recomputed in log space, too."""
+    expr, arrays = wide_contraction()
+    program = compile_funsor(expr)
+    assert_gradients_match(
+        lambda a: ops.sum(program(**a)),
+        lambda a: ops.sum(eager_value(expr, a)),
+        arrays,
+    )
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch.jit.trace records one path")
