@@ -216,28 +216,15 @@ def relabel(equation):
     return "".join(rename.get(c, c) for c in equation)
 
 
-def einsum_step(operands, equation, names):
+def einsum_step(operands, equation, names, op_type=ops.EinsumOp):
     """One einsum step over lowered operands, whose batch order matches the
-    equation's input letters."""
+    equation's input letters: ``op_type`` (``ops.EinsumOp``, or
+    ``LogspaceEinsumOp`` for a step in log space: max-shifted matrix
+    products, entries that underflow recomputed in log space)."""
     exprs = [o.expr for o in operands]
     batch = union_batch(*operands)
     output = equation.split("->")[1]
-    result = apply_finitary(
-        parametrized(ops.EinsumOp, equation=relabel(equation)), exprs
-    )
-    return Lowered(result, {names[c]: batch[names[c]] for c in output})
-
-
-def logspace_einsum_step(operands, equation, names):
-    """One step in log space as one ``logspace_einsum``: a max-shifted
-    einsum in probability space, entries that underflow recomputed in log
-    space (:mod:`~funsor_lowering.ops.logspace_einsum`)."""
-    exprs = [o.expr for o in operands]
-    batch = union_batch(*operands)
-    output = equation.split("->")[1]
-    result = apply_finitary(
-        parametrized(LogspaceEinsumOp, equation=relabel(equation)), exprs
-    )
+    result = apply_finitary(parametrized(op_type, equation=relabel(equation)), exprs)
     return Lowered(result, {names[c]: batch[names[c]] for c in output})
 
 
@@ -337,7 +324,7 @@ def contract_planned(red_op, bin_op, terms, names_reduced):
         ):
             result = broadcast_step(red_op, bin_op, args, removed)
         else:
-            result = logspace_einsum_step(args, equation, names)
+            result = einsum_step(args, equation, names, LogspaceEinsumOp)
         # Later steps' equations assume this step's output letter order.
         order = [names[c] for c in equation.split("->")[1]]
         operands.append(Lowered(align(result, order), {n: union[n] for n in order}))
